@@ -1,0 +1,29 @@
+"""Installs memory_nmt, a fairseq --user-dir plugin for document translation with a recurrent memory.
+
+Python 3.11 and 3.12 get ``ve-fairseq`` (wheels of fairseq's main branch, imported as ``fairseq``);
+older Pythons keep the official ``fairseq==0.12.2``, which does not import on 3.11.
+Install ``torch`` first (``scripts/install.sh`` does) to choose its build: on a machine without
+a GPU, ``pip install torch==2.13.0`` takes a CPU build instead of several GB of CUDA packages.
+"""
+from setuptools import find_packages, setup
+
+setup(
+    name="memory_nmt",
+    version="0.1.0",
+    description="Document-level NMT with a recurrent memory (Feng et al., 2022) as a fairseq plugin",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["memory_nmt", "memory_nmt.*"]),
+    python_requires=">=3.8",
+    install_requires=[
+        "torch>=1.13",
+        "fairseq==0.12.2; python_version < '3.11'",
+        "ve-fairseq==0.12.3; python_version >= '3.11'",
+        "sacrebleu>=2.0",
+        "sacremoses",
+        "subword-nmt",
+        "tqdm",
+        "matplotlib",
+    ],
+    extras_require={"test": ["pytest"]},
+)
