@@ -1,0 +1,98 @@
+"""Transformer layers that read and record the memory, and the scope through which they get it.
+
+A memory layer is fairseq's own encoder or decoder layer (post-norm, as in transformer-base)
+with a ``RecurrentMemory`` attached. Right after the self-attention block (after its layer
+norm), the sentence states ``h`` are recorded for the memory update, and the Output
+Attention's read ``MHA(h, M, M)`` is added to the stream, before the encoder's feed-forward
+block or the decoder's cross-attention.
+
+fairseq's encoder and decoder call their layers with a fixed signature, so the memory to read
+reaches the layers through a ``MemoryAccess`` that the encoder or decoder opens around one
+forward call (``open_memory_access``) and closes when the call returns; a layer called
+outside such a call fails loudly instead of reading stale memory.
+"""
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Optional
+
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
+from torch import Tensor
+
+from .memory import RecurrentMemory
+
+
+@dataclass
+class MemoryAccess:
+    """The memory one encoder or decoder call reads, and the states it records for the update."""
+
+    memory: Dict[str, Tensor]
+    incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None
+    states: Dict[str, Tensor] = field(default_factory=dict)
+
+    @property
+    def records_states(self) -> bool:
+        """Whole sentences are recorded; single incremental decoding steps are not."""
+        return self.incremental_state is None
+
+
+@contextmanager
+def open_memory_access(layers: Iterable["MemoryLayer"], access: MemoryAccess):
+    layers = list(layers)
+    for layer in layers:
+        layer.memory_access = access
+    try:
+        yield access
+    finally:
+        for layer in layers:
+            layer.memory_access = None
+
+
+class MemoryLayer:
+    """Attaches a ``RecurrentMemory`` to a fairseq layer, read after self-attention."""
+
+    def attach_memory(self, name: str, side_cfg, cfg, memory_size: int):
+        if self.normalize_before:
+            raise ValueError(
+                f"{name}: transformer_recurrent_memory reads the memory after the post-norm "
+                "self-attention block; pre-norm layers (--encoder/--decoder-normalize-before) "
+                "are not supported"
+            )
+        self.memory_name = name
+        self.memory = RecurrentMemory(
+            embed_dim=side_cfg.embed_dim,
+            attention_heads=side_cfg.attention_heads,
+            ffn_embed_dim=side_cfg.ffn_embed_dim,
+            memory_size=memory_size,
+            dropout=cfg.dropout,
+            attention_dropout=cfg.attention_dropout,
+            activation_fn=cfg.activation_fn,
+        )
+        self.memory_access: Optional[MemoryAccess] = None
+        self.self_attn_layer_norm.register_forward_hook(self._read_memory)
+
+    def _read_memory(self, layer_norm, inputs, states: Tensor) -> Tensor:
+        access = self.memory_access
+        if access is None:
+            raise RuntimeError(
+                f"{self.memory_name} was called without a memory to read; "
+                "call it through its encoder or decoder"
+            )
+        if access.records_states:
+            access.states[self.memory_name] = states
+        memory = access.memory[self.memory_name]
+        return states + self.memory.read(states, memory, access.incremental_state)
+
+
+class MemoryEncoderLayer(MemoryLayer, TransformerEncoderLayerBase):
+    def __init__(self, cfg, name: str, memory_size: int):
+        super().__init__(cfg)
+        self.attach_memory(name, cfg.encoder, cfg, memory_size)
+
+
+class MemoryDecoderLayer(MemoryLayer, TransformerDecoderLayerBase):
+    def __init__(self, cfg, name: str, memory_size: int, no_encoder_attn: bool = False):
+        super().__init__(cfg, no_encoder_attn=no_encoder_attn)
+        self.attach_memory(name, cfg.decoder, cfg, memory_size)

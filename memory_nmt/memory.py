@@ -1,0 +1,107 @@
+"""The recurrent memory unit of one layer (paper section 3): initial memory, Update and Output Attention.
+
+A unit holds no state between calls. The memory of a batch of documents is a tensor of shape
+``(memory_size, lanes, embed_dim)`` that its owner (the criterion in training, the generator
+in decoding, see ``carry.py``) passes in and gets back:
+
+- ``initial(lanes)``: the trainable memory every document starts from;
+- ``write(memory, states, padding_mask)``: Update Attention. The slots, with a sinusoidal
+  position encoding added, attend over one sentence's states (``M~ = AddNorm(MHA(M, h, h))``)
+  and pass a feed-forward block (``M' = AddNorm(FFN(M~))``);
+- ``read(states, memory)``: Output Attention, ``h~ = MHA(h, M, M)``, which the layer adds to
+  its residual stream (``layers.py``). Its output projection starts at zero, so a model built
+  from a sentence-level transformer's weights computes exactly that transformer until
+  finetuning moves it.
+"""
+from typing import Dict, Optional
+
+import torch
+from fairseq import utils
+from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
+from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositionalEmbedding
+from torch import Tensor, nn
+
+
+class RecurrentMemory(nn.Module):
+    """Memory slots of one layer, and the two attentions that write and read them."""
+
+    def __init__(
+        self,
+        embed_dim: int,
+        attention_heads: int,
+        ffn_embed_dim: int,
+        memory_size: int,
+        dropout: float,
+        attention_dropout: float,
+        activation_fn: str = "relu",
+    ):
+        super().__init__()
+        self.initial_memory = nn.Parameter(torch.empty(memory_size, embed_dim))
+        nn.init.normal_(self.initial_memory, mean=0.0, std=embed_dim**-0.5)
+        self.register_buffer(
+            "slot_positions",
+            SinusoidalPositionalEmbedding.get_embedding(memory_size, embed_dim).unsqueeze(1),
+            persistent=False,
+        )
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.activation_fn = utils.get_activation_fn(activation_fn)
+
+        self.update_attn = MultiheadAttention(
+            embed_dim, attention_heads, dropout=attention_dropout, encoder_decoder_attention=True
+        )
+        self.update_attn_layer_norm = LayerNorm(embed_dim)
+        self.fc1 = nn.Linear(embed_dim, ffn_embed_dim)
+        self.fc2 = nn.Linear(ffn_embed_dim, embed_dim)
+        self.update_ffn_layer_norm = LayerNorm(embed_dim)
+
+        self.read_attn = MultiheadAttention(
+            embed_dim, attention_heads, dropout=attention_dropout, encoder_decoder_attention=True
+        )
+        nn.init.zeros_(self.read_attn.out_proj.weight)
+        nn.init.zeros_(self.read_attn.out_proj.bias)
+
+    @property
+    def memory_size(self) -> int:
+        return self.initial_memory.size(0)
+
+    def initial(self, lanes: int) -> Tensor:
+        """The memory of ``lanes`` documents at their first sentence: ``(memory_size, lanes, C)``."""
+        return self.initial_memory.unsqueeze(1).expand(-1, lanes, -1)
+
+    def write(
+        self, memory: Tensor, states: Tensor, padding_mask: Optional[Tensor], need_weights: bool = False
+    ):
+        """Update Attention: the memory after a sentence whose states are ``states`` (T x B x C).
+
+        Returns the new memory, and the attention of each slot over the tokens
+        (B x slots x T, averaged over heads) when ``need_weights``.
+        """
+        query = memory + self.slot_positions.to(memory)
+        attended, weights = self.update_attn(
+            query, states, states, key_padding_mask=padding_mask, need_weights=need_weights
+        )
+        memory = self.update_attn_layer_norm(query + self.dropout_module(attended))
+        transformed = self.fc2(self.dropout_module(self.activation_fn(self.fc1(memory))))
+        memory = self.update_ffn_layer_norm(memory + self.dropout_module(transformed))
+        return (memory, weights) if need_weights else memory
+
+    def read(
+        self,
+        states: Tensor,
+        memory: Tensor,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+    ) -> Tensor:
+        """Output Attention: what the memory adds to each state (T x B x C).
+
+        During incremental decoding the memory's keys and values are projected once per
+        sentence and kept in ``incremental_state``, as fairseq does for encoder attention.
+        """
+        attended, _ = self.read_attn(
+            states,
+            memory,
+            memory,
+            incremental_state=incremental_state,
+            static_kv=incremental_state is not None,
+            need_weights=False,
+        )
+        return self.dropout_module(attended)

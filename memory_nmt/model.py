@@ -1,0 +1,296 @@
+"""The ``transformer_recurrent_memory`` model: fairseq's transformer with a recurrent memory.
+
+Encoder and decoder are fairseq's, with the layers chosen by ``--memory-layers`` (default: the
+top one) on the sides chosen by ``--memory-sides`` (default: both) replaced by memory layers
+(``layers.py``). The model itself holds no document state: a forward pass takes the memory each
+memory layer reads (``memory``: name -> ``(memory_size, B, C)``) and returns, in the decoder's
+``extra``, the states it recorded, from which its owner builds the next ``MemoryCarry``
+(``carry.py``). Without ``memory``, every sentence reads the initial memory, as a document's
+first sentence does.
+
+The memory each layer reads reaches the decoder inside ``encoder_out["memory"]``, so that
+fairseq's ``SequenceGenerator`` expands and reorders it with the beams like any encoder output.
+
+A checkpoint of fairseq's plain ``transformer`` loads into this model: the memory parameters it
+lacks keep their fresh initialisation (logged), and since the Output Attention starts at zero
+the model then computes exactly what the transformer computed.
+"""
+import logging
+import re
+from typing import Dict, List, Optional
+
+import torch
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerDecoderBase,
+    TransformerEncoderBase,
+    TransformerModel,
+    base_architecture,
+)
+from torch import Tensor
+
+from .carry import MemoryCarry
+from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
+from .memory import RecurrentMemory
+
+logger = logging.getLogger(__name__)
+
+MEMORY_SIDES = ("both", "encoder", "decoder")
+
+
+def memory_layer_indices(spec: str, num_layers: int) -> List[int]:
+    """Parse ``--memory-layers`` ("-1", "4,5", ...) into sorted 0-based layer indices."""
+    parts = [part.strip() for part in str(spec).split(",") if part.strip()]
+    if not parts or not all(re.fullmatch(r"-?\d+", part) for part in parts) or not all(
+        -num_layers <= int(part) < num_layers for part in parts
+    ):
+        raise ValueError(
+            f"--memory-layers {spec!r}: give comma-separated layer indices between "
+            f"{-num_layers} and {num_layers - 1} (-1 is the top layer)"
+        )
+    return sorted({int(part) % num_layers for part in parts})
+
+
+class _MemoryLayersMixin:
+    """Shared by encoder and decoder: which layers carry memory, and their initial memory."""
+
+    def replace_memory_layers(self, side: str, build_layer, cfg):
+        self.memory_layer_names: List[str] = []
+        if cfg.memory_sides not in ("both", side):
+            return
+        for index in memory_layer_indices(cfg.memory_layers, len(self.layers)):
+            name = f"{side}.{index}"
+            self.layers[index] = build_layer(name)
+            self.memory_layer_names.append(name)
+
+    def memory_layers(self):
+        return [layer for layer in self.layers if isinstance(layer, (MemoryEncoderLayer, MemoryDecoderLayer))]
+
+    def memory_units(self) -> Dict[str, RecurrentMemory]:
+        return {layer.memory_name: layer.memory for layer in self.memory_layers()}
+
+    def memory_to_read(self, memory: Optional[Dict[str, Tensor]], lanes: int) -> Dict[str, Tensor]:
+        if memory is None:
+            return {name: unit.initial(lanes) for name, unit in self.memory_units().items()}
+        return memory
+
+
+class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBase):
+    def __init__(self, cfg, dictionary, embed_tokens):
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.replace_memory_layers(
+            "encoder", lambda name: MemoryEncoderLayer(cfg, name, cfg.memory_size), cfg
+        )
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+        memory: Optional[Dict[str, Tensor]] = None,
+    ):
+        """fairseq's encoder forward, reading ``memory`` (all layers' memory, both sides).
+
+        The returned dict adds ``memory`` (``[memory]`` for the decoder to read, beam-reordered
+        with the rest; ``[]`` without one, and the decoder reads its initial memory) and ``memory_states`` (the encoder's recorded states, for the memory update).
+        """
+        access = MemoryAccess(self.memory_to_read(memory, src_tokens.size(0)))
+        with open_memory_access(self.memory_layers(), access):
+            encoder_out = super().forward(
+                src_tokens, src_lengths, return_all_hiddens, token_embeddings
+            )
+        encoder_out["memory"] = [] if memory is None else [memory]
+        encoder_out["memory_states"] = [access.states]
+        return encoder_out
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        reordered["memory"] = [
+            {name: m.index_select(1, new_order) for name, m in memory.items()}
+            for memory in encoder_out["memory"]
+        ]
+        reordered["memory_states"] = []
+        return reordered
+
+
+class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBase):
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+        super().__init__(
+            cfg, dictionary, embed_tokens,
+            no_encoder_attn=no_encoder_attn, output_projection=output_projection,
+        )
+        self.replace_memory_layers(
+            "decoder",
+            lambda name: MemoryDecoderLayer(cfg, name, cfg.memory_size, no_encoder_attn),
+            cfg,
+        )
+
+    def extract_features(
+        self,
+        prev_output_tokens,
+        encoder_out: Optional[Dict[str, List[Tensor]]],
+        incremental_state=None,
+        full_context_alignment: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        """fairseq's decoder features, reading the memory that came with ``encoder_out``.
+
+        On whole sentences (no ``incremental_state``) ``extra`` gains ``memory_states`` and
+        ``memory_padding_mask``: the decoder's recorded states, for the memory update.
+        """
+        memory = encoder_out.get("memory") if encoder_out is not None else None
+        memory = self.memory_to_read(memory[0] if memory else None, prev_output_tokens.size(0))
+        access = MemoryAccess(memory, incremental_state=incremental_state)
+        with open_memory_access(self.memory_layers(), access):
+            features, extra = super().extract_features(
+                prev_output_tokens,
+                encoder_out,
+                incremental_state=incremental_state,
+                full_context_alignment=full_context_alignment,
+                alignment_layer=alignment_layer,
+                alignment_heads=alignment_heads,
+            )
+        if access.records_states:
+            padding_mask = prev_output_tokens.eq(self.padding_idx)
+            extra["memory_states"] = access.states
+            extra["memory_padding_mask"] = {name: padding_mask for name in access.states}
+        return features, extra
+
+
+@register_model("transformer_recurrent_memory")
+class RecurrentMemoryTransformerModel(TransformerModel):
+    """Transformer with a recurrent memory in chosen layers (Feng et al., 2022)."""
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        parser.add_argument("--memory-size", type=int, metavar="N",
+                            help="memory vectors (d_M) per memory layer (default: 16)")
+        parser.add_argument("--memory-layers", type=str, metavar="I,J",
+                            help="0-based indices of the layers that carry memory, -1 being "
+                                 "the top layer (default: -1)")
+        parser.add_argument("--memory-sides", choices=MEMORY_SIDES,
+                            help="sides whose layers carry memory (default: both)")
+
+    @classmethod
+    def build_model(cls, args, task):
+        recurrent_memory_base(args)
+        if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
+            raise ValueError(
+                "transformer_recurrent_memory does not support --checkpoint-activations: "
+                "its memory layers read memory given per forward call"
+            )
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return RecurrentMemoryTransformerEncoder(
+            TransformerConfig.from_namespace(args), src_dict, embed_tokens
+        )
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return RecurrentMemoryTransformerDecoder(
+            cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
+        )
+
+    def memory_units(self) -> Dict[str, RecurrentMemory]:
+        return {**self.encoder.memory_units(), **self.decoder.memory_units()}
+
+    def read_memory(self, carry: Optional[MemoryCarry], lanes: int) -> Dict[str, Tensor]:
+        """The memory a sentence reads: the initial one at a document start, else the carry's
+        memory updated with the previous sentence's states (Update Attention)."""
+        units = self.memory_units()
+        if carry is None:
+            return {name: unit.initial(lanes) for name, unit in units.items()}
+        return {
+            name: unit.write(carry.memory[name], carry.states[name], carry.padding_mask[name])
+            for name, unit in units.items()
+        }
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        memory: Optional[Dict[str, Tensor]] = None,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        """One sentence of each lane; ``extra["encoder_out"]`` keeps the encoder output, whose
+        recorded states ``carry_after`` needs."""
+        encoder_out = self.encoder(
+            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, memory=memory
+        )
+        logits, extra = self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+        extra["encoder_out"] = encoder_out
+        return logits, extra
+
+    @staticmethod
+    def carry_after(lanes: Tensor, memory: Dict[str, Tensor], encoder_out, decoder_extra) -> MemoryCarry:
+        """What ``lanes`` carry after a sentence that read ``memory``: the states both sides
+        recorded (``encoder_out`` and the decoder's ``extra`` of a whole-sentence pass)."""
+        encoder_states = encoder_out["memory_states"][0]
+        encoder_padding = encoder_out["encoder_padding_mask"][0]
+        return MemoryCarry(
+            lanes=lanes,
+            memory=memory,
+            states={**encoder_states, **decoder_extra["memory_states"]},
+            padding_mask={
+                **{name: encoder_padding for name in encoder_states},
+                **decoder_extra["memory_padding_mask"],
+            },
+        )
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """Load a checkpoint, keeping fresh memory parameters where it has none (a plain transformer)."""
+        own = self.state_dict()
+        new = [key for key in own if key not in state_dict and ".memory." in key]
+        if new:
+            logger.info(
+                "checkpoint has no memory parameters; %d memory tensors keep their initialisation: %s",
+                len(new), ", ".join(sorted({key.split(".memory.")[0] for key in new})),
+            )
+            state_dict = {**state_dict, **{key: own[key] for key in new}}
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+
+def recurrent_memory_base(args):
+    args.memory_size = getattr(args, "memory_size", None) or 16
+    args.memory_layers = getattr(args, "memory_layers", None) or "-1"
+    args.memory_sides = getattr(args, "memory_sides", None) or "both"
+    base_architecture(args)
+
+
+@register_model_architecture("transformer_recurrent_memory", "transformer_recurrent_memory")
+def transformer_recurrent_memory(args):
+    """transformer-base (6+6 layers, 512/2048, 8 heads) with the memory in the top layers."""
+    recurrent_memory_base(args)
+
+
+@register_model_architecture("transformer_recurrent_memory", "transformer_recurrent_memory_small")
+def transformer_recurrent_memory_small(args):
+    """A small model for CPUs and tests: 2+2 layers, 128/256, 4 heads."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 256)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 128)
+    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 256)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    recurrent_memory_base(args)
