@@ -1,0 +1,120 @@
+"""``document_label_smoothed_cross_entropy``: label-smoothed cross entropy over documents.
+
+The criterion owns the training and validation memory: it walks each group's batches in
+order (``data.py``), reads each lane's memory from the ``MemoryCarry`` of the previous batch
+(``carry.py``) and keeps the new one for the next batch, per stream (split), checking that
+every batch continues the one before.
+
+Gradient truncation (paper section 3.4, "back-propagated to the current and most recent
+sentences"): sentence t's loss reaches sentence t's computation, the Update Attention that
+wrote sentence t−1 into the memory, and sentence t−1's states (the whole computation that
+produced them), but nothing of sentence t−2 or earlier. The memory itself is detached
+between sentences. Sentence t−1's states enter sentence t as fresh leaves; after sentence t's
+forward pass, the gradient its loss sends to those leaves is taken (``torch.autograd.grad``),
+and sentence t−1's graph is back-propagated once, with its own loss plus that gradient. So
+each sentence's graph is released after one backward, at most two graphs live at a time,
+and whatever reaches sentence t−1's own memory leaves stops there. A window's last sentence
+is back-propagated alone, before the optimizer step: the first sentence of the next window
+still trains the Update Attention, but sends nothing into the previous window's states.
+"""
+from typing import Callable, List, Optional
+
+import torch
+from fairseq.criterions import register_criterion
+from fairseq.criterions.label_smoothed_cross_entropy import (
+    LabelSmoothedCrossEntropyCriterion,
+    LabelSmoothedCrossEntropyCriterionConfig,
+)
+
+from .carry import CarryStore, MemoryCarry
+
+
+@register_criterion(
+    "document_label_smoothed_cross_entropy", dataclass=LabelSmoothedCrossEntropyCriterionConfig
+)
+class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
+    def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False):
+        super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
+        self.carries = CarryStore()
+
+    def forward(self, model, sample, reduce=True):
+        """Loss of one batch of sentences (one step of a group), carrying the memory.
+
+        A training window given here (fairseq's zero-weight dummy batch in a padded
+        validation shard) is run from the initial memory and leaves no carry behind.
+        """
+        if "steps" in sample:
+            return self.forward_window(model, sample["steps"], stateless=True)
+        return self.forward_window(model, [sample])
+
+    def forward_window(
+        self,
+        model,
+        steps: List[dict],
+        backward: Optional[Callable] = None,
+        stateless: bool = False,
+    ):
+        """Run consecutive steps of one group; with ``backward``, train on them (see above).
+
+        Returns the summed (detached) loss, sample size and logging output. ``stateless``
+        starts from the initial memory and keeps no carry (fairseq's dummy batches).
+        """
+        carry = None if stateless else self.carries.get(steps[0]["position"])
+        total_loss, total_size, total_log = 0.0, 0, {}
+        waiting = None  # (loss, states) of the previous step of this window, not yet back-propagated
+        for sample in steps:
+            lanes = sample["lanes"]
+            carry_in = carry.select(lanes) if carry is not None else None
+            if backward is not None and waiting is not None:
+                carry_in = carry_in.with_state_leaves()
+            loss, sample_size, logging_output, carry = self.forward_step(model, sample, carry_in)
+            if backward is not None:
+                if waiting is not None:
+                    backward(self._with_gradient_from_next(waiting, carry_in, loss))
+                waiting = (loss, carry)
+            total_loss = total_loss + loss.detach()
+            total_size += sample_size
+            for key, value in logging_output.items():
+                total_log[key] = total_log.get(key, 0) + value
+            carry = carry.detach() if backward is None else carry
+        if backward is not None:
+            backward(waiting[0])
+        if not stateless:
+            self.carries.keep(steps[-1]["position"], carry.detach())
+        return total_loss, total_size, total_log
+
+    def forward_step(self, model, sample, carry: Optional[MemoryCarry]):
+        net_input = sample["net_input"]
+        memory = model.read_memory(carry, net_input["src_tokens"].size(0))
+        net_output = model(**net_input, memory=memory)
+        loss, nll_loss = self.compute_loss(model, net_output, sample)
+        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        logging_output = {
+            "loss": loss.data,
+            "nll_loss": nll_loss.data,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["target"].size(0),
+            "sample_size": sample_size,
+        }
+        if self.report_accuracy:
+            n_correct, total = self.compute_accuracy(model, net_output, sample)
+            logging_output["n_correct"] = n_correct.item()
+            logging_output["total"] = total.item()
+        memory = {name: m.detach() for name, m in memory.items()}
+        carry = model.carry_after(sample["lanes"], memory, net_output[1]["encoder_out"], net_output[1])
+        return loss, sample_size, logging_output, carry
+
+    @staticmethod
+    def _with_gradient_from_next(waiting, carry_in: MemoryCarry, next_loss):
+        """The previous step's loss, plus a term whose gradient is what ``next_loss`` sends
+        into the previous step's states (taken at the leaves ``carry_in`` gave them)."""
+        previous_loss, previous_carry = waiting
+        names = list(carry_in.states)
+        leaves = [carry_in.states[name] for name in names]
+        grads = torch.autograd.grad(next_loss, leaves, retain_graph=True, allow_unused=True)
+        selected = previous_carry.select(carry_in.lanes)
+        surrogate = previous_loss
+        for name, grad in zip(names, grads):
+            if grad is not None:
+                surrogate = surrogate + (selected.states[name] * grad).sum()
+        return surrogate

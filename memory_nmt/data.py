@@ -1,0 +1,307 @@
+"""Documents, lanes and sentence-aligned batches for the ``document_translation`` task.
+
+A split is fairseq-preprocess output (a ``LanguagePairDataset`` of sentences) plus its
+document index ``{split}.{src}-{tgt}.docids``: one document id per sentence line, each
+document's sentences contiguous and in order.
+
+How documents become batches, with 5 documents A(3 sentences) B(3) C(2) D(2) E(1)::
+
+    groups (documents of similar length,        group 0: lanes A B   group 1: lanes C D E
+    within --max-tokens / --batch-size):
+    batches of group 0:  step 0 = [A1 B1]  step 1 = [A2 B2]  step 2 = [A3 B3]
+    batches of group 1:  step 0 = [C1 D1 E1]  step 1 = [C2 D2]       (E has left its lane)
+
+Batch t of a group holds sentence t of every document of the group that is that long, so
+consecutive batches of a group continue the same documents, each in its own lane (lane
+numbers go with every batch, see ``carry.py``). Documents are sorted by length before groups
+are filled, so lanes empty late. ``--max-tokens`` bounds the padded tokens of every batch.
+
+For data-parallel training, whole groups are dealt to workers (longest first, each to the
+worker with the fewest steps so far), so every document lands in exactly one lane of one
+worker; a worker with fewer items gets empty ones at the end, which fairseq turns into
+zero-weight dummy batches, so every worker runs the same number of batches. The training
+split's items are optimisation windows: runs of consecutive steps of one group whose
+gradients make one update (``--optimization-window``). Groups are shuffled each epoch;
+steps inside a group never are. Other splits' items are single steps, in order.
+
+No sentence is ever dropped: a sentence that does not fit ``--max-tokens`` or the model's
+positions is an error that names its document and sentence.
+"""
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from fairseq.data import FairseqDataset, data_utils
+
+
+class DocumentDataError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    first: int  # index of its first sentence in the split
+    length: int  # number of sentences
+
+
+@dataclass(frozen=True)
+class StepPosition:
+    """Where a batch stands: which stream (split), group and step; whether the group ends."""
+
+    stream: str
+    group: int
+    step: int
+    ends_group: bool
+
+
+@dataclass(frozen=True)
+class SentenceStep:
+    position: StepPosition
+    sentences: Tuple[int, ...]  # dataset indices, one per lane still in its document
+    lanes: Tuple[int, ...]
+
+
+def read_docids(path: str, num_sentences: int) -> List[Document]:
+    """Read a docids file and check it against the ``num_sentences`` of the binarized split."""
+    if not os.path.exists(path):
+        raise DocumentDataError(
+            f"{path}: document index not found. Every split needs one document id per "
+            "sentence line beside the binarized data (see scripts/prepare_documents.py)"
+        )
+    with open(path, encoding="utf-8") as f:
+        ids = [line.rstrip("\r\n") for line in f]
+    if len(ids) != num_sentences:
+        raise DocumentDataError(
+            f"{path}: {len(ids)} lines, but the binarized split has {num_sentences} "
+            "sentences; the document index must have one line per sentence"
+        )
+    documents: List[Document] = []
+    seen: Dict[str, int] = {}
+    for line, doc_id in enumerate(ids):
+        if not doc_id.strip():
+            raise DocumentDataError(f"{path}:{line + 1}: empty document id")
+        if documents and documents[-1].doc_id == doc_id:
+            last = documents[-1]
+            documents[-1] = Document(doc_id, last.first, last.length + 1)
+            continue
+        if doc_id in seen:
+            raise DocumentDataError(
+                f"{path}:{line + 1}: document {doc_id!r} continues after other documents "
+                f"(it started at line {seen[doc_id] + 1}); a document's sentences must be contiguous"
+            )
+        seen[doc_id] = line
+        documents.append(Document(doc_id, line, 1))
+    return documents
+
+
+def parse_window(spec: str) -> Tuple[Optional[int], Optional[int]]:
+    """``full`` -> (None, None); ``N`` -> (N, N); ``A-B`` -> (A, B)."""
+    if spec == "full":
+        return None, None
+    match = re.fullmatch(r"(\d+)(?:-(\d+))?", spec)
+    low, high = (int(match[1]), int(match[2] or match[1])) if match else (0, 0)
+    if not match or low < 1 or high < low:
+        raise DocumentDataError(
+            f"--optimization-window {spec!r}: give 'full', a number of sentence steps "
+            "such as 4, or a range such as 1-8"
+        )
+    return low, high
+
+
+class DocumentDataset(FairseqDataset):
+    """The sentences of a split (``pairs``) and its documents, batched as described above."""
+
+    def __init__(self, pairs, documents: Sequence[Document], stream: str, docids_path: str):
+        super().__init__()
+        self.pairs = pairs
+        self.documents = list(documents)
+        self.stream = stream
+        self.docids_path = docids_path
+
+    def __getitem__(self, index):
+        return self.pairs[index]
+
+    def __len__(self):
+        return len(self.pairs)
+
+    @property
+    def sizes(self):
+        return self.pairs.sizes
+
+    def num_tokens(self, index):
+        return self.pairs.num_tokens(index)
+
+    def size(self, index):
+        return self.pairs.size(index)
+
+    def document_of(self, index: int) -> Tuple[Document, int]:
+        for document in self.documents:
+            if document.first <= index < document.first + document.length:
+                return document, index - document.first
+        raise IndexError(index)
+
+    def _describe(self, index: int) -> str:
+        document, position = self.document_of(index)
+        return (
+            f"sentence {position + 1} of document {document.doc_id!r} "
+            f"(line {index + 1} of {self.docids_path})"
+        )
+
+    def check_positions(self, max_positions):
+        """Refuse sentences longer than the model takes: dropping one would shift the memory."""
+        if max_positions is None:
+            return
+        max_source, max_target = (
+            max_positions if isinstance(max_positions, tuple) else (max_positions, max_positions)
+        )
+        sizes = np.asarray(self.pairs.sizes).reshape(len(self.pairs), -1)
+        for column, limit, side in ((0, max_source, "source"), (-1, max_target, "target")):
+            if limit is None:
+                continue
+            too_long = np.flatnonzero(sizes[:, column] > limit)
+            if len(too_long):
+                index = int(too_long[0])
+                raise DocumentDataError(
+                    f"{self._describe(index)} has {int(sizes[index, column])} {side} tokens, "
+                    f"more than the {limit} the model takes ({len(too_long)} such sentences). "
+                    "A document loses no sentence: shorten or split them in the raw data, or "
+                    "raise --max-source-positions / --max-target-positions"
+                )
+
+    def groups(self, max_tokens: Optional[int], max_sentences: Optional[int]) -> List[List[Document]]:
+        """Fill groups with documents of similar length, longest first, within the limits."""
+        if max_tokens is None and max_sentences is None:
+            raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
+        ordered = sorted(self.documents, key=lambda d: (-d.length, d.first))
+        groups: List[List[Document]] = []
+        widths: List[int] = []  # the widest sentence of the open group at each step
+        for document in ordered:
+            tokens = [int(self.pairs.num_tokens(document.first + t)) for t in range(document.length)]
+            if max_tokens is not None and max(tokens) > max_tokens:
+                index = document.first + int(np.argmax(tokens))
+                raise DocumentDataError(
+                    f"{self._describe(index)} has {max(tokens)} tokens, more than "
+                    f"--max-tokens {max_tokens}; raise --max-tokens"
+                )
+            fits = bool(groups) and (max_sentences is None or len(groups[-1]) < max_sentences)
+            if fits and max_tokens is not None:
+                lanes = len(groups[-1]) + 1
+                fits = all(lanes * max(widths[t], tokens[t]) <= max_tokens for t in range(len(tokens)))
+            if fits:
+                groups[-1].append(document)
+                widths = [max(w, tokens[t]) if t < len(tokens) else w for t, w in enumerate(widths)]
+            else:
+                groups.append([document])
+                widths = tokens
+        return groups
+
+    def steps_of(self, group_index: int, group: List[Document]) -> List[SentenceStep]:
+        """The batches of one group: step t holds sentence t of every document that long."""
+        steps = []
+        length = max(document.length for document in group)
+        for t in range(length):
+            lanes = [lane for lane, document in enumerate(group) if t < document.length]
+            steps.append(
+                SentenceStep(
+                    StepPosition(self.stream, group_index, t, ends_group=t == length - 1),
+                    sentences=tuple(group[lane].first + t for lane in lanes),
+                    lanes=tuple(lanes),
+                )
+            )
+        return steps
+
+    def collate_step(self, step: SentenceStep) -> dict:
+        """fairseq's batch for one step, plus each row's ``lanes`` and the step's ``position``."""
+        batch = self.pairs.collater([self.pairs[index] for index in step.sentences])
+        lane_of = dict(zip(step.sentences, step.lanes))
+        batch["lanes"] = torch.tensor([lane_of[index] for index in batch["id"].tolist()])
+        batch["position"] = step.position
+        return batch
+
+
+def deal_to_shards(groups: List[List[Document]], num_shards: int) -> List[List[int]]:
+    """Group indices per shard: longest group first, each to the shard with the fewest steps."""
+    if len(groups) < num_shards:
+        raise DocumentDataError(
+            f"{len(groups)} document groups cannot feed {num_shards} workers: lower "
+            "--max-tokens / --batch-size, or use fewer workers"
+        )
+    shards: List[List[int]] = [[] for _ in range(num_shards)]
+    load = [0] * num_shards
+    steps = [max(d.length for d in group) for group in groups]
+    for index in sorted(range(len(groups)), key=lambda i: (-steps[i], i)):
+        shard = min(range(num_shards), key=lambda s: (load[s], s))
+        shards[shard].append(index)
+        load[shard] += steps[index]
+    return shards
+
+
+def windows_of(steps: List[SentenceStep], window: Tuple[Optional[int], Optional[int]], rng) -> List[List[SentenceStep]]:
+    """Cut a group's steps into optimisation windows of random size within ``window``."""
+    low, high = window
+    if low is None:
+        return [steps]
+    windows, start = [], 0
+    while start < len(steps):
+        size = int(rng.randint(low, high + 1))
+        windows.append(steps[start : start + size])
+        start += size
+    return windows
+
+
+class EpochItems(torch.utils.data.Dataset):
+    """One epoch of one worker: each item is a window (training), a step, or ``None`` (padding)."""
+
+    def __init__(self, dataset: DocumentDataset, items: List[Optional[List[SentenceStep]]], windows: bool):
+        self.dataset = dataset
+        self.items = items
+        self.windows = windows
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+    def collater(self, items):
+        (item,) = items
+        if item is None:
+            return {}
+        if self.windows:
+            return {"steps": [self.dataset.collate_step(step) for step in item]}
+        (step,) = item
+        return self.dataset.collate_step(step)
+
+
+def plan_epoch(
+    dataset: DocumentDataset,
+    max_tokens: Optional[int],
+    max_sentences: Optional[int],
+    num_shards: int,
+    shard_id: int,
+    seed: int,
+    epoch: int,
+    window: Optional[Tuple[Optional[int], Optional[int]]],
+) -> EpochItems:
+    """The items worker ``shard_id`` sees in ``epoch``; ``window`` None means one step an item."""
+    groups = dataset.groups(max_tokens, max_sentences)
+    per_shard = []
+    for shard, group_indices in enumerate(deal_to_shards(groups, num_shards)):
+        items: List[List[SentenceStep]] = []
+        with data_utils.numpy_seed(seed, epoch, shard):
+            if window is not None:
+                group_indices = list(np.random.permutation(group_indices))
+            for g in group_indices:
+                steps = dataset.steps_of(int(g), groups[g])
+                if window is None:
+                    items.extend([step] for step in steps)
+                else:
+                    items.extend(windows_of(steps, window, np.random))
+        per_shard.append(items)
+    longest = max(len(items) for items in per_shard)
+    own = per_shard[shard_id]
+    return EpochItems(dataset, own + [None] * (longest - len(own)), windows=window is not None)

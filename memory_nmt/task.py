@@ -1,0 +1,151 @@
+"""``document_translation``: fairseq's translation task, fed and decoded document by document.
+
+Datasets are fairseq-preprocess output plus ``{split}.{src}-{tgt}.docids`` (``data.py``).
+``get_batch_iterator`` hands fairseq one item per optimisation window (training split) or per
+sentence step (other splits), already sharded per data-parallel worker, never shuffled inside
+a group. ``train_step`` trains on a window through the criterion's truncated back-propagation
+(``criterion.py``), and ``build_generator`` returns the document generator (``generator.py``),
+so ``fairseq-train`` and ``fairseq-generate`` work unchanged.
+"""
+import logging
+import os
+from dataclasses import dataclass, field
+
+import torch
+from fairseq.data import iterators
+from fairseq.optim.amp_optimizer import AMPOptimizer
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from omegaconf import II
+
+from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
+from .data import DocumentDataError, DocumentDataset, parse_window, plan_epoch, read_docids
+from .generator import DocumentSequenceGenerator
+
+logger = logging.getLogger(__name__)
+
+DDP_BACKENDS = ("legacy_ddp", "no_c10d")
+
+
+@dataclass
+class DocumentTranslationConfig(TranslationConfig):
+    optimization_window: str = field(
+        default="full",
+        metadata={
+            "help": "sentence steps whose gradients make one update (paper section 5.3): "
+            "'full' for a whole group of documents, a number, or a range A-B drawn anew "
+            "for every update"
+        },
+    )
+    distributed_world_size: int = II("distributed_training.distributed_world_size")
+    ddp_backend: str = II("distributed_training.ddp_backend")
+
+
+@register_task("document_translation", dataclass=DocumentTranslationConfig)
+class DocumentTranslationTask(TranslationTask):
+    """Translate documents sentence by sentence, carrying a memory from each sentence to the next."""
+
+    def __init__(self, cfg: DocumentTranslationConfig, src_dict, tgt_dict):
+        super().__init__(cfg, src_dict, tgt_dict)
+        parse_window(cfg.optimization_window)
+        if cfg.distributed_world_size > 1 and cfg.ddp_backend not in DDP_BACKENDS:
+            raise DocumentDataError(
+                f"--ddp-backend {cfg.ddp_backend}: document training calls backward once per "
+                "sentence step, which PyTorch's DistributedDataParallel cannot reduce; use "
+                "--ddp-backend legacy_ddp"
+            )
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        paths = self.cfg.data.split(os.pathsep)
+        data_path = paths[(epoch - 1) % len(paths)] if split == self.cfg.train_subset else paths[0]
+        docids = os.path.join(
+            data_path, f"{split}.{self.cfg.source_lang}-{self.cfg.target_lang}.docids"
+        )
+        pairs = self.datasets[split]
+        self.datasets[split] = DocumentDataset(
+            pairs, read_docids(docids, len(pairs)), stream=split, docids_path=docids
+        )
+        logger.info(
+            "%s: %d sentences in %d documents", split, len(pairs), len(self.datasets[split].documents)
+        )
+
+    def build_criterion(self, cfg):
+        criterion = super().build_criterion(cfg)
+        if not isinstance(criterion, DocumentLabelSmoothedCrossEntropyCriterion):
+            raise DocumentDataError(
+                "the document_translation task trains with "
+                "--criterion document_label_smoothed_cross_entropy, which carries the memory"
+            )
+        return criterion
+
+    def get_batch_iterator(
+        self,
+        dataset,
+        max_tokens=None,
+        max_sentences=None,
+        max_positions=None,
+        ignore_invalid_inputs=False,
+        required_batch_size_multiple=1,
+        seed=1,
+        num_shards=1,
+        shard_id=0,
+        num_workers=0,
+        epoch=1,
+        data_buffer_size=0,
+        disable_iterator_cache=False,
+        skip_remainder_batch=False,
+        grouped_shuffling=False,
+        update_epoch_batch_itr=False,
+    ):
+        """Document batches (``data.py``). Unlike fairseq's default, nothing is skipped:
+        ``--skip-invalid-size-inputs-valid-test`` and ``--required-batch-size-multiple`` do not
+        apply, since a missing sentence would shift the memory of the rest of its document."""
+        if not isinstance(dataset, DocumentDataset):
+            return super().get_batch_iterator(
+                dataset, max_tokens, max_sentences, max_positions, ignore_invalid_inputs,
+                required_batch_size_multiple, seed, num_shards, shard_id, num_workers, epoch,
+                data_buffer_size, disable_iterator_cache, skip_remainder_batch,
+                grouped_shuffling, update_epoch_batch_itr,
+            )
+        dataset.check_positions(max_positions)
+        training = dataset.stream == self.cfg.train_subset
+        items = plan_epoch(
+            dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
+            window=parse_window(self.cfg.optimization_window) if training else None,
+        )
+        return iterators.EpochBatchIterator(
+            dataset=items,
+            collate_fn=items.collater,
+            batch_sampler=[[i] for i in range(len(items))],
+            seed=seed,
+            num_workers=num_workers,
+            epoch=epoch,
+            buffer_size=data_buffer_size,
+            disable_shuffling=True,
+        )
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """One optimisation window: forward and backward sentence step by sentence step."""
+        model.train()
+        model.set_num_updates(update_num)
+
+        def backward(loss):
+            with torch.autograd.profiler.record_function("backward"):
+                optimizer.backward(loss * 0 if ignore_grad else loss)
+
+        with torch.cuda.amp.autocast(enabled=isinstance(optimizer, AMPOptimizer)):
+            return criterion.forward_window(
+                model, sample["steps"], backward=backward, stateless=ignore_grad
+            )
+
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        if getattr(args, "score_reference", False):
+            raise NotImplementedError(
+                "--score-reference is not supported by document_translation yet: "
+                "it would score every sentence as a document start"
+            )
+        return super().build_generator(
+            models, args, seq_gen_cls=seq_gen_cls or DocumentSequenceGenerator,
+            extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs,
+        )
