@@ -1,0 +1,254 @@
+"""Synthetic parallel documents whose correct translation needs earlier sentences of the document.
+
+Used by the quickstart, the tests and the benchmarks. An English-like source and a German-like
+target, word level, lower case, ASCII, tokens separated by single spaces, every sentence ending
+with " .". Every word translates deterministically given its own sentence, except two kinds of
+context-dependent words, drawn independently and uniformly, so a sentence-level model is at chance:
+
+- ``pronoun`` (chance 1/3): a sentence introduces a noun ("i saw a table ." -> "ich sah einen
+  tisch ."), and 1 to 3 sentences later "it" refers to it ("it was red ." -> "er|sie|es war rot .").
+  Only noun-free filler sentences lie in between.
+- ``sense`` (chance 1/2): the document's first sentence sets a topic (nature or industry); later
+  sentences hold an ambiguous word ("the plant was old ." -> "die pflanze|fabrik war alt .").
+  Both senses of a word have the same German gender, so articles do not differ: the ambiguous
+  noun is the only target token that depends on the topic.
+
+Only the standard library is used, so this file also runs as a script (see ``main``).
+"""
+import argparse
+import os
+import random
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence, Tuple
+
+# noun -> (translation, gender); nouns that "it" can refer to, equally many of each gender.
+NOUNS: Dict[str, Tuple[str, str]] = {
+    "table": ("tisch", "m"), "chair": ("stuhl", "m"), "car": ("wagen", "m"),
+    "hat": ("hut", "m"), "coat": ("mantel", "m"), "key": ("schluessel", "m"),
+    "lamp": ("lampe", "f"), "cup": ("tasse", "f"), "bag": ("tasche", "f"),
+    "clock": ("uhr", "f"), "door": ("tuer", "f"), "jacket": ("jacke", "f"),
+    "book": ("buch", "n"), "bed": ("bett", "n"), "picture": ("bild", "n"),
+    "house": ("haus", "n"), "bike": ("fahrrad", "n"), "window": ("fenster", "n"),
+}
+GENDERS = ("m", "f", "n")
+PRONOUNS: Dict[str, str] = {"m": "er", "f": "sie", "n": "es"}  # German for "it", by gender
+INDEFINITE: Dict[str, str] = {"m": "einen", "f": "eine", "n": "ein"}  # accusative "a"
+DEFINITE_NOM: Dict[str, str] = {"m": "der", "f": "die", "n": "das"}
+DEFINITE_ACC: Dict[str, str] = {"m": "den", "f": "die", "n": "das"}
+
+TOPICS = ("nature", "industry")
+# first sentences that set the topic
+TOPIC_SENTENCES: Dict[str, List[Tuple[str, str]]] = {
+    "nature": [
+        ("we walked along the river .", "wir gingen am fluss entlang ."),
+        ("we hiked in the forest .", "wir wanderten im wald ."),
+        ("we spent the day in the mountains .", "wir verbrachten den tag in den bergen ."),
+    ],
+    "industry": [
+        ("we worked in the workshop .", "wir arbeiteten in der werkstatt ."),
+        ("we visited the building site .", "wir besuchten die baustelle ."),
+        ("we spent the day in the garage .", "wir verbrachten den tag in der garage ."),
+    ],
+}
+# ambiguous word -> (gender shared by both senses, {topic: translation})
+SENSE_WORDS: Dict[str, Tuple[str, Dict[str, str]]] = {
+    "plant": ("f", {"nature": "pflanze", "industry": "fabrik"}),
+    "spring": ("f", {"nature": "quelle", "industry": "feder"}),
+    "nut": ("f", {"nature": "nuss", "industry": "mutter"}),
+    "crane": ("m", {"nature": "kranich", "industry": "kran"}),
+    "trunk": ("m", {"nature": "stamm", "industry": "koffer"}),
+}
+
+ADJECTIVES: Dict[str, str] = {  # properties of things
+    "red": "rot", "old": "alt", "new": "neu", "small": "klein", "big": "gross",
+    "cheap": "billig", "heavy": "schwer", "broken": "kaputt", "beautiful": "schoen", "green": "gruen",
+}
+PERSON_ADJECTIVES: Dict[str, str] = {
+    "tired": "muede", "happy": "froh", "hungry": "hungrig", "late": "spaet", "sad": "traurig",
+}
+SUBJECTS: Dict[str, str] = {"i": "ich", "we": "wir"}
+VERBS: Dict[str, Dict[str, str]] = {  # english past -> German past, by subject
+    "saw": {"i": "sah", "we": "sahen"}, "bought": {"i": "kaufte", "we": "kauften"},
+    "found": {"i": "fand", "we": "fanden"}, "painted": {"i": "malte", "we": "malten"},
+    "built": {"i": "baute", "we": "bauten"}, "sold": {"i": "verkaufte", "we": "verkauften"},
+}
+FILLERS: List[Tuple[str, str]] = [  # no nouns, no "it"
+    ("we waited there .", "wir warteten dort ."), ("then we waited .", "dann warteten wir ."),
+    ("we laughed together .", "wir lachten zusammen ."), ("nothing else happened .", "sonst passierte nichts ."),
+    ("i slept well .", "ich schlief gut ."), ("we ate and drank .", "wir assen und tranken ."),
+]
+
+
+@dataclass
+class ContextWord:
+    sentence: int  # index of the sentence within its document
+    phenomenon: str  # "pronoun" or "sense"
+    correct: str  # the correct target word
+    alternatives: List[str]  # the wrong target words for the same slot
+    distance: int  # sentences back to the cue (antecedent noun, or the topic sentence 0)
+
+
+@dataclass
+class Document:
+    source: List[str]
+    target: List[str]
+    context_words: List[ContextWord] = field(default_factory=list)
+
+
+def _adjective(rng: random.Random) -> Tuple[str, str]:
+    return rng.choice(sorted(ADJECTIVES.items()))
+
+
+def _filler(rng: random.Random) -> Tuple[str, str]:
+    if rng.random() < 0.4:
+        (en, de), (subj, verb) = rng.choice(sorted(PERSON_ADJECTIVES.items())), rng.choice(
+            [("i was", "ich war"), ("we were", "wir waren"), ("we were very", "wir waren sehr")])
+        return f"{subj} {en} .", f"{verb} {de} ."
+    return rng.choice(FILLERS)
+
+
+def _introduction(rng: random.Random, noun: str) -> Tuple[str, str]:
+    translation, gender = NOUNS[noun]
+    subject, verb = rng.choice(sorted(SUBJECTS)), rng.choice(sorted(VERBS))
+    head = f"{SUBJECTS[subject]} {VERBS[verb][subject]}"
+    when = rng.choice([("", ""), (" yesterday", " gestern"), (" today", " heute")])
+    return (f"{subject} {verb} a {noun}{when[0]} .",
+            f"{head}{when[1]} {INDEFINITE[gender]} {translation} .")
+
+
+def _pronoun_sentence(rng: random.Random, pronoun: str) -> Tuple[str, str]:
+    (a, a_de), (b, b_de) = _adjective(rng), _adjective(rng)
+    while b == a:
+        b, b_de = _adjective(rng)
+    return rng.choice([
+        (f"it was {a} .", f"{pronoun} war {a_de} ."),
+        (f"it was very {a} .", f"{pronoun} war sehr {a_de} ."),
+        (f"it was {a} and {b} .", f"{pronoun} war {a_de} und {b_de} ."),
+        (f"it is {a} now .", f"{pronoun} ist jetzt {a_de} ."),
+        (f"i think it was {a} .", f"ich glaube {pronoun} war {a_de} ."),
+    ])
+
+
+def _sense_sentence(rng: random.Random, word: str, topic: str) -> Tuple[str, str]:
+    gender, senses = SENSE_WORDS[word]
+    noun, nom, acc = senses[topic], DEFINITE_NOM[gender], DEFINITE_ACC[gender]
+    a, a_de = _adjective(rng)
+    return rng.choice([
+        (f"the {word} was {a} .", f"{nom} {noun} war {a_de} ."),
+        (f"the {word} was very {a} .", f"{nom} {noun} war sehr {a_de} ."),
+        (f"the {word} is {a} now .", f"{nom} {noun} ist jetzt {a_de} ."),
+        (f"i saw the {word} .", f"ich sah {acc} {noun} ."),
+        (f"we saw the {word} yesterday .", f"wir sahen gestern {acc} {noun} ."),
+    ])
+
+
+def _document(rng: random.Random, num_sentences: int) -> Document:
+    """Topic sentence, then shuffled blocks: pronoun blocks (noun, 0-2 fillers, "it") and sense
+    sentences, half of the blocks each, so about half the sentences hold a context word."""
+    if num_sentences < 1:
+        raise ValueError("a document needs at least one sentence")
+    topic = rng.choice(TOPICS)
+    remaining, blocks = num_sentences - 1, []  # block: ("sense",) or ("pronoun", distance)
+    if remaining >= 3:  # at least one of each phenomenon where the length allows
+        distance = min(rng.randint(1, 3), remaining - 2)
+        blocks += [("pronoun", distance), ("sense",)]
+        remaining -= distance + 2
+    while remaining > 0:
+        distance = rng.randint(1, 3)
+        if rng.random() < 0.5 and distance < remaining:  # a pronoun block of distance + 1 sentences
+            blocks.append(("pronoun", distance))
+            remaining -= distance + 1
+        else:
+            blocks.append(("sense",))
+            remaining -= 1
+    rng.shuffle(blocks)
+    pairs = [rng.choice(TOPIC_SENTENCES[topic])]
+    items: List[ContextWord] = []
+    for block in blocks:
+        if block[0] == "sense":
+            word = rng.choice(sorted(SENSE_WORDS))
+            senses = SENSE_WORDS[word][1]
+            items.append(ContextWord(len(pairs), "sense", senses[topic],
+                                     [senses[t] for t in TOPICS if t != topic], len(pairs)))
+            pairs.append(_sense_sentence(rng, word, topic))
+        else:
+            gender = rng.choice(GENDERS)
+            noun = rng.choice(sorted(n for n, (_, g) in NOUNS.items() if g == gender))
+            pairs.append(_introduction(rng, noun))
+            pairs.extend(_filler(rng) for _ in range(block[1] - 1))
+            items.append(ContextWord(len(pairs), "pronoun", PRONOUNS[gender],
+                                     [PRONOUNS[g] for g in GENDERS if g != gender], block[1]))
+            pairs.append(_pronoun_sentence(rng, PRONOUNS[gender]))
+    assert len(pairs) == num_sentences
+    return Document([s for s, _ in pairs], [t for _, t in pairs], items)
+
+
+def generate_documents(num_documents: int, seed: int, min_sentences: int = 4,
+                       max_sentences: int = 8) -> List[Document]:
+    """``num_documents`` documents of ``min_sentences`` to ``max_sentences`` sentences (uniform)."""
+    if not 1 <= min_sentences <= max_sentences:
+        raise ValueError("need 1 <= min_sentences <= max_sentences")
+    rng = random.Random(seed)
+    return [_document(rng, rng.randint(min_sentences, max_sentences)) for _ in range(num_documents)]
+
+
+def generate_long_document(num_sentences: int, seed: int) -> Document:
+    """One document of exactly ``num_sentences`` sentences (its topic is set by sentence 0)."""
+    return _document(random.Random(seed), num_sentences)
+
+
+def write_documents(documents: Sequence[Document], prefix: str, source_lang: str = "en",
+                    target_lang: str = "de") -> None:
+    """Writes ``{prefix}.{lang}`` (documents separated by one empty line), ``{prefix}.flat.{lang}``
+    (one sentence a line, no empty lines) and ``{prefix}.docids`` (``doc0``, ... per sentence)."""
+    if any(not doc.source or len(doc.source) != len(doc.target) for doc in documents):
+        raise ValueError("every document needs as many (at least one) source as target sentences")
+    if os.path.dirname(prefix):
+        os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    for lang, side in ((source_lang, "source"), (target_lang, "target")):
+        docs = [getattr(doc, side) for doc in documents]
+        if any(not s.strip() or "\n" in s for d in docs for s in d):
+            raise ValueError("sentences must be non-empty single lines")
+        with open(f"{prefix}.{lang}", "w", encoding="utf-8") as f:
+            f.write("\n\n".join("\n".join(d) for d in docs) + ("\n" if docs else ""))
+        with open(f"{prefix}.flat.{lang}", "w", encoding="utf-8") as f:
+            f.writelines(s + "\n" for d in docs for s in d)
+    with open(f"{prefix}.docids", "w", encoding="utf-8") as f:
+        f.writelines(f"doc{i}\n" for i, doc in enumerate(documents) for _ in doc.source)
+
+
+def context_accuracy(documents: Sequence[Document],
+                     hypotheses: Sequence[Sequence[str]]) -> Dict[str, Tuple[int, int]]:
+    """(correct, total) per phenomenon and for "all". A context word is correct when its hypothesis
+    sentence holds the correct word as a token and none of the alternatives."""
+    if len(hypotheses) != len(documents):
+        raise ValueError(f"{len(hypotheses)} hypothesis documents for {len(documents)} documents")
+    counts = {"pronoun": [0, 0], "sense": [0, 0], "all": [0, 0]}
+    for doc, hyps in zip(documents, hypotheses):
+        if len(hyps) != len(doc.target):
+            raise ValueError(f"{len(hyps)} hypotheses for a document of {len(doc.target)} sentences")
+        for item in doc.context_words:
+            tokens = set(hyps[item.sentence].split())
+            ok = item.correct in tokens and not tokens.intersection(item.alternatives)
+            for key in (item.phenomenon, "all"):
+                counts[key][0] += int(ok)
+                counts[key][1] += 1
+    return {key: (c, t) for key, (c, t) in counts.items()}
+
+
+def main(argv: Sequence[str] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--documents", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--output-prefix", required=True)
+    parser.add_argument("--min-sentences", type=int, default=4)
+    parser.add_argument("--max-sentences", type=int, default=8)
+    parser.add_argument("--source-lang", default="en")
+    parser.add_argument("--target-lang", default="de")
+    args = parser.parse_args(argv)
+    docs = generate_documents(args.documents, args.seed, args.min_sentences, args.max_sentences)
+    write_documents(docs, args.output_prefix, args.source_lang, args.target_lang)
+
+
+if __name__ == "__main__":
+    main()
