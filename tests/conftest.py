@@ -1,0 +1,92 @@
+"""Shared fixtures: a tiny synthetic document corpus binarized with fairseq-preprocess, and
+fairseq tasks/models/criteria built from command-line arguments as fairseq-train builds them."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN = REPO / "memory_nmt"
+SHARED_DATA = REPO.parent / "shared" / "data"
+TINY_DIMS = [
+    "--encoder-layers", "2", "--decoder-layers", "2",
+    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+    "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
+    "--share-all-embeddings", "--dropout", "0.0",
+]
+TINY_MODEL = ["--arch", "transformer_recurrent_memory_small", *TINY_DIMS, "--memory-size", "4"]
+
+
+def fairseq_command(name):
+    return str(Path(sys.executable).with_name(name))
+
+
+def run(command, cwd=None):
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="session")
+def data_bin(tmp_path_factory):
+    """train/valid/test splits of synthetic documents, binarized, with their docids."""
+    from memory_nmt import synthetic
+
+    root = tmp_path_factory.mktemp("corpus")
+    for split, count, seed in (("train", 40, 1), ("valid", 8, 2), ("test", 6, 3)):
+        synthetic.write_documents(
+            synthetic.generate_documents(count, seed=seed, min_sentences=2, max_sentences=6),
+            str(root / "raw" / split),
+        )
+    run([
+        fairseq_command("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
+        "--trainpref", str(root / "raw" / "train.flat"), "--validpref", str(root / "raw" / "valid.flat"),
+        "--testpref", str(root / "raw" / "test.flat"), "--destdir", str(root / "bin"),
+        "--joined-dictionary", "--workers", "1",
+    ])
+    for split in ("train", "valid", "test"):
+        shutil.copy(root / "raw" / f"{split}.docids", root / "bin" / f"{split}.en-de.docids")
+    return root / "bin"
+
+
+def build(data_dir, *arguments, task="document_translation"):
+    """(task, model, criterion, cfg) as fairseq-train would build them from ``arguments``."""
+    from fairseq import options, tasks, utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser,
+        [str(data_dir), "--user-dir", str(PLUGIN), "--task", task, "--cpu",
+         "--criterion", "document_label_smoothed_cross_entropy" if task == "document_translation"
+         else "label_smoothed_cross_entropy", "--label-smoothing", "0.1", *arguments],
+    )
+    cfg = convert_namespace_to_omegaconf(args)
+    utils.import_user_module(cfg.common)
+    torch.manual_seed(cfg.common.seed)
+    fairseq_task = tasks.setup_task(cfg.task)
+    model = fairseq_task.build_model(cfg.model)
+    criterion = fairseq_task.build_criterion(cfg.criterion)
+    return fairseq_task, model, criterion, cfg
+
+
+def make_reads_nonzero(model, seed=0):
+    """Give the Output Attention a random output projection, as training would: a fresh
+    model adds exactly nothing from its memory, which would make context tests vacuous."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for unit in model.memory_units().values():
+            weight = unit.read_attn.out_proj.weight
+            weight.copy_(torch.randn(weight.shape, generator=generator) * 0.5)
+
+
+def batches(task, split, max_tokens=400, **kwargs):
+    """The items fairseq would iterate for ``split`` (one epoch, one worker by default)."""
+    task.load_dataset(split)
+    return list(
+        task.get_batch_iterator(task.dataset(split), max_tokens=max_tokens, **kwargs).next_epoch_itr(shuffle=False)
+    )

@@ -1,0 +1,94 @@
+"""Training through the criterion: memory carried across steps and windows, and gradients
+truncated after one sentence ("back-propagated to the current and most recent sentences")."""
+import pytest
+import torch
+
+from conftest import TINY_MODEL, batches, build, make_reads_nonzero
+from memory_nmt.carry import MemoryCarryError
+
+
+def _window_of_three(task):
+    windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
+    return next(w for w in windows if len(w) >= 3 and w[2]["lanes"].numel() >= 1)[:3]
+
+
+@pytest.fixture
+def trained_looking(data_bin):
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "3")
+    make_reads_nonzero(model)
+    model.train()
+    return task, model, criterion
+
+
+def test_loss_reaches_previous_sentence_never_the_one_before(trained_looking):
+    task, model, criterion = trained_looking
+    steps = _window_of_three(task)
+    pad = task.target_dictionary.pad()
+    steps = [dict(s, target=torch.full_like(s["target"], pad)) for s in steps[:2]] + [steps[2]]
+
+    embeddings = []  # encoder and decoder embedding outputs, in call order: enc0 dec0 enc1 dec1 ...
+
+    def keep(module, inputs, output):
+        output.retain_grad()
+        embeddings.append(output)
+
+    handle = model.encoder.embed_tokens.register_forward_hook(keep)
+    try:
+        criterion.forward_window(model, steps, backward=lambda loss: loss.backward())
+    finally:
+        handle.remove()
+    assert len(embeddings) == 6
+    reached = [e.grad is not None and e.grad.abs().sum().item() > 0 for e in embeddings]
+    assert reached[4] and reached[5], "sentence t's loss must reach its own tokens"
+    assert reached[2] and reached[3], "sentence t's loss must reach sentence t-1 (both sides)"
+    assert not reached[0] and not reached[1], "sentence t's loss must not reach sentence t-2"
+
+    decoder_unit = model.memory_units()["decoder.1"]
+    assert decoder_unit.update_attn.q_proj.weight.grad.abs().sum() > 0
+    assert decoder_unit.initial_memory.grad is None or decoder_unit.initial_memory.grad.abs().sum() == 0
+
+
+def test_window_gradient_equals_loss_by_loss_truncated_gradient(trained_looking):
+    """Reference: for each sentence t, rebuild the graph of sentences t-1 and t from the carry
+    before t-1 (detached), and back-propagate loss t alone. The criterion does it in one pass."""
+    task, model, criterion = trained_looking
+    steps = _window_of_three(task)
+
+    criterion.forward_window(model, steps, backward=lambda loss: loss.backward())
+    got = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+
+    carries = [None]  # carries[t] = detached carry before step t
+    with torch.no_grad():
+        for sample in steps:
+            carry = carries[-1].select(sample["lanes"]) if carries[-1] is not None else None
+            carries.append(criterion.forward_step(model, sample, carry)[3].detach())
+    for t, sample in enumerate(steps):
+        if t == 0:
+            loss = criterion.forward_step(model, sample, None)[0]
+        else:
+            before = carries[t - 1].select(steps[t - 1]["lanes"]) if carries[t - 1] is not None else None
+            previous_carry = criterion.forward_step(model, steps[t - 1], before)[3]
+            loss = criterion.forward_step(model, sample, previous_carry.select(sample["lanes"]))[0]
+        loss.backward()
+    expected = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    assert got.keys() == expected.keys()
+    for name in expected:
+        assert torch.allclose(got[name], expected[name], atol=1e-5, rtol=1e-4), name
+
+
+def test_memory_is_carried_across_windows_and_checked(trained_looking):
+    task, model, criterion = trained_looking
+    windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
+    group_of = lambda w: w[0]["position"].group  # noqa: E731
+    first, second = next(
+        (a, b) for a, b in zip(windows, windows[1:])
+        if group_of(a) == group_of(b) and not b[-1]["position"].ends_group
+    )
+    model.eval()
+    criterion.forward_window(model, first)
+    carried = criterion.carries.get(second[0]["position"])
+    assert carried is not None and set(carried.lanes.tolist()) >= set(second[0]["lanes"].tolist())
+    criterion.forward_window(model, second)
+    with pytest.raises(MemoryCarryError, match="does not continue"):
+        criterion.forward_window(model, second)

@@ -1,0 +1,98 @@
+"""Document batching: docids checks, lanes and groups, --max-tokens, workers, windows."""
+import collections
+
+import pytest
+
+from conftest import TINY_MODEL, batches, build
+from memory_nmt.data import DocumentDataError, parse_window, read_docids
+
+
+def test_docids_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "train.en-de.docids"
+    path.write_text("a\na\nb\n")
+    assert [(d.doc_id, d.first, d.length) for d in read_docids(str(path), 3)] == [("a", 0, 2), ("b", 2, 1)]
+    with pytest.raises(DocumentDataError, match=r"3 lines, but the binarized split has 4"):
+        read_docids(str(path), 4)
+    path.write_text("a\nb\na\n")
+    with pytest.raises(DocumentDataError, match=r"docids:3: document 'a' continues"):
+        read_docids(str(path), 3)
+    with pytest.raises(DocumentDataError, match="not found"):
+        read_docids(str(tmp_path / "missing.docids"), 3)
+
+
+def _documents(task, split):
+    dataset = task.dataset(split)
+    return {d.doc_id: list(range(d.first, d.first + d.length)) for d in dataset.documents}
+
+
+def test_every_sentence_once_in_lane_order(data_bin):
+    task, _, _, _ = build(data_bin, *TINY_MODEL)
+    steps = batches(task, "valid", max_tokens=120)
+    seen = collections.Counter(i for s in steps for i in s["id"].tolist())
+    assert sorted(seen) == list(range(len(task.dataset("valid")))) and set(seen.values()) == {1}
+
+    lane_document = {}
+    for sample in steps:
+        position = sample["position"]
+        tokens = sample["net_input"]["src_tokens"].numel()
+        assert max(tokens, sample["target"].numel()) <= 120
+        for sentence, lane in zip(sample["id"].tolist(), sample["lanes"].tolist()):
+            document, index = task.dataset("valid").document_of(sentence)
+            assert index == position.step, "batch t must hold sentence t of each document"
+            assert lane_document.setdefault((position.group, lane), document.doc_id) == document.doc_id
+    groups = collections.defaultdict(list)
+    for sample in steps:
+        groups[sample["position"].group].append(sample["position"].step)
+    assert all(steps_ == list(range(len(steps_))) for steps_ in groups.values())
+
+
+def test_too_long_sentence_is_an_error_not_a_drop(data_bin):
+    task, _, _, _ = build(data_bin, *TINY_MODEL)
+    with pytest.raises(DocumentDataError, match=r"sentence \d+ of document 'doc\d+'.*raise --max-tokens"):
+        batches(task, "valid", max_tokens=5)
+    with pytest.raises(DocumentDataError, match=r"more than the 4 the model takes"):
+        batches(task, "valid", max_positions=(4, 4))
+
+
+def test_workers_share_documents_and_batch_counts(data_bin):
+    task, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "2")
+    per_worker = [batches(task, "train", max_tokens=60, num_shards=2, shard_id=w) for w in (0, 1)]
+    assert len(per_worker[0]) == len(per_worker[1])
+    owners = collections.defaultdict(set)
+    for worker, items in enumerate(per_worker):
+        for item in items:
+            for step in item.get("steps", []):
+                for sentence in step["id"].tolist():
+                    owners[sentence].add(worker)
+    assert sorted(owners) == list(range(len(task.dataset("train"))))
+    documents = _documents(task, "train")
+    for sentences in documents.values():
+        assert len(set.union(*(owners[s] for s in sentences))) == 1, "a document split across workers"
+
+
+@pytest.mark.parametrize("spec,low,high", [("1-3", 1, 3), ("2", 2, 2)])
+def test_windows_cut_groups_in_order(data_bin, spec, low, high):
+    task, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", spec)
+    windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
+    next_step = {}
+    for window in windows:
+        positions = [s["position"] for s in window]
+        assert len({p.group for p in positions}) == 1
+        assert len(window) <= high and (len(window) >= low or positions[-1].ends_group)
+        group = positions[0].group
+        assert positions[0].step == next_step.get(group, 0), "a group's steps must come in order"
+        assert [p.step for p in positions] == list(range(positions[0].step, positions[0].step + len(window)))
+        next_step[group] = positions[-1].step + 1
+    assert len(set(spec_sizes := [len(w) for w in windows])) >= (2 if low < high else 1), spec_sizes
+
+
+def test_full_window_and_group_shuffling(data_bin):
+    task, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full")
+    epoch1 = [item["steps"] for item in batches(task, "train", max_tokens=60, epoch=1)]
+    epoch2 = [item["steps"] for item in batches(task, "train", max_tokens=60, epoch=2)]
+    assert all(window[-1]["position"].ends_group and window[0]["position"].step == 0 for window in epoch1)
+    order = lambda windows: [w[0]["position"].group for w in windows]  # noqa: E731
+    assert sorted(order(epoch1)) == sorted(order(epoch2)) and order(epoch1) != order(epoch2)
+    assert parse_window("full") == (None, None)
+    with pytest.raises(DocumentDataError, match="--optimization-window"):
+        parse_window("3-1")

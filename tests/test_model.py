@@ -1,0 +1,106 @@
+"""transformer_recurrent_memory: equal to a plain transformer given its weights; a sentence's
+output depends on earlier sentences of its own document and on nothing else."""
+import pytest
+import torch
+from fairseq.sequence_generator import SequenceGenerator
+
+from conftest import TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
+from memory_nmt.generator import DocumentSequenceGenerator
+from memory_nmt.model import memory_layer_indices
+
+PLAIN_MODEL = ["--arch", "transformer", *TINY_DIMS]
+
+
+@pytest.fixture(scope="module")
+def plain_and_memory(data_bin):
+    _, plain, _, _ = build(data_bin, *PLAIN_MODEL, "--seed", "3", task="translation")
+    task, memory_model, _, _ = build(data_bin, *TINY_MODEL, "--seed", "4")
+    memory_model.load_state_dict(plain.state_dict())
+    return task, plain.eval(), memory_model.eval()
+
+
+def walk_document_batches(model, steps):
+    """Decoder log-probabilities of every sentence, carrying the memory through ``steps``."""
+    outputs, carry = {}, None
+    with torch.no_grad():
+        for sample in steps:
+            memory = model.read_memory(carry.select(sample["lanes"]) if carry else None, sample["lanes"].numel())
+            logits, extra = model(**sample["net_input"], memory=memory)
+            carry = model.carry_after(sample["lanes"], memory, extra["encoder_out"], extra)
+            for row, sentence in enumerate(sample["id"].tolist()):
+                outputs[sentence] = logits[row]
+    return outputs
+
+
+def test_memory_model_with_transformer_weights_is_that_transformer(plain_and_memory):
+    task, plain, memory_model = plain_and_memory
+    steps = batches(task, "test")
+    sample = steps[1]
+    src, lengths, prev = (sample["net_input"][k] for k in ("src_tokens", "src_lengths", "prev_output_tokens"))
+    with torch.no_grad():
+        plain_encoder = plain.encoder(src, src_lengths=lengths)["encoder_out"][0]
+        plain_logits, _ = plain(src, lengths, prev)
+        some_carry = memory_model.carry_after(
+            sample["lanes"],
+            memory_model.read_memory(None, src.size(0)),
+            *(lambda out: (out[1]["encoder_out"], out[1]))(memory_model(src, lengths, prev)),
+        )
+        memory = memory_model.read_memory(some_carry, src.size(0))
+        memory_encoder = memory_model.encoder(src, src_lengths=lengths, memory=memory)["encoder_out"][0]
+        memory_logits, _ = memory_model(src, lengths, prev, memory=memory)
+    assert torch.equal(plain_encoder, memory_encoder)
+    assert torch.equal(plain_logits, memory_logits)
+
+    plain_generator = SequenceGenerator([plain], task.target_dictionary, beam_size=3, max_len_b=12)
+    document_generator = DocumentSequenceGenerator([memory_model], task.target_dictionary, beam_size=3, max_len_b=12)
+    for sample in steps:
+        expected = plain_generator.generate([plain], sample)
+        got = document_generator.generate([memory_model], sample)
+        assert [h[0]["tokens"].tolist() for h in got] == [h[0]["tokens"].tolist() for h in expected]
+
+
+def test_sentence_depends_on_its_own_document_only(data_bin):
+    task, model, _, _ = build(data_bin, *TINY_MODEL)
+    make_reads_nonzero(model)
+    model.eval()
+    group = [s for s in batches(task, "test") if s["position"].group == 0]
+    assert len(group) >= 3 and group[0]["lanes"].numel() >= 2
+    reference = walk_document_batches(model, group)
+
+    changed = [dict(s, net_input=dict(s["net_input"])) for s in group]
+    first = changed[0]
+    row = 0
+    victim_lane = int(first["lanes"][row])
+    tokens = first["net_input"]["src_tokens"].clone()
+    content = tokens[row].ne(task.source_dictionary.pad()) & tokens[row].ne(task.source_dictionary.eos())
+    tokens[row, content] = torch.roll(tokens[row, content], 1) + 1
+    first["net_input"]["src_tokens"] = tokens
+    perturbed = walk_document_batches(model, changed)
+
+    for sample in group[1:]:
+        for row, (sentence, lane) in enumerate(zip(sample["id"].tolist(), sample["lanes"].tolist())):
+            difference = (reference[sentence] - perturbed[sentence]).abs().max().item()
+            if lane == victim_lane:
+                assert difference > 1e-3, f"sentence {sentence} ignores its document's first sentence"
+            else:
+                assert difference < 1e-5, f"sentence {sentence} changed with another document"
+
+
+def test_document_start_reads_initial_memory_whatever_came_before(data_bin):
+    task, model, _, _ = build(data_bin, *TINY_MODEL)
+    make_reads_nonzero(model)
+    model.eval()
+    steps = batches(task, "test")
+    later_group = [s for s in steps if s["position"].group == 1]
+    after_other_groups = walk_document_batches(model, steps)
+    alone = walk_document_batches(model, later_group)
+    for sentence, logits in alone.items():
+        assert torch.allclose(after_other_groups[sentence], logits, atol=1e-6)
+
+
+def test_memory_layer_choice(data_bin):
+    _, model, _, _ = build(data_bin, *TINY_MODEL, "--memory-layers", "0,-1", "--memory-sides", "decoder")
+    assert sorted(model.memory_units()) == ["decoder.0", "decoder.1"]
+    assert memory_layer_indices("-1", 6) == [5]
+    with pytest.raises(ValueError, match="--memory-layers"):
+        memory_layer_indices("6", 6)
