@@ -77,8 +77,8 @@ def test_window_gradient_equals_loss_by_loss_truncated_gradient(trained_looking)
         assert torch.allclose(got[name], expected[name], atol=1e-5, rtol=1e-4), name
 
 
-def test_memory_is_carried_across_windows_and_checked(trained_looking):
-    task, model, criterion = trained_looking
+def test_memory_is_carried_across_windows_and_checked(data_bin):
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "2")
     windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
     group_of = lambda w: w[0]["position"].group  # noqa: E731
     first, second = next(
