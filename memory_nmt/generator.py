@@ -42,6 +42,12 @@ class DocumentSequenceGenerator(SequenceGenerator):
 
     @torch.no_grad()
     def generate(self, models, sample, **kwargs):
+        if "position" not in sample:
+            raise ValueError(
+                "document decoding needs the sentence-step batches of the document_translation "
+                "task (fairseq-generate on a split with its .docids); fairseq-interactive is not "
+                "supported yet"
+            )
         model = self.model.single_model
         position, lanes = sample["position"], sample["lanes"]
         carry = self.carries.get(position)
