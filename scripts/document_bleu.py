@@ -1,0 +1,163 @@
+"""Sentence-level and document-level BLEU (s-BLEU, d-BLEU) of fairseq-generate output.
+
+Reads the hypotheses (D- or H- lines) and references (T- lines, or a raw reference file) that
+fairseq-generate prints, puts them in corpus order by sentence id, and scores them with
+sacrebleu against the document index written by scripts/prepare_documents.py (one document
+id per sentence line, e.g. data-bin/test.en-de.docids). s-BLEU is corpus BLEU over sentences;
+d-BLEU is corpus BLEU over documents, each document's sentences joined with a space.
+``score_documents`` does the scoring for other scripts.
+"""
+import argparse
+import json
+import re
+import sys
+
+from sacrebleu.metrics import BLEU
+from text_files import TextFileError, read_lines
+
+GENERATE_LINE = re.compile(r"([A-Z])-(\d+)\t(.*)")
+SHOWN_IDS = 5
+
+
+class DocumentBleuError(TextFileError):
+    """Bad input: the message names the file (and line or sentence ids) and what to do."""
+
+
+def read_docids(path):
+    """The document id of each sentence; a document's sentences must be contiguous."""
+    docids = [line.strip() for line in read_lines(path)]
+    if not docids:
+        raise DocumentBleuError(f"{path}: no document ids; pass the docids file of the split")
+    first_line = {}
+    for number, docid in enumerate(docids, 1):
+        if not docid:
+            raise DocumentBleuError(f"{path}:{number}: empty document id; every line needs one")
+        if docid in first_line and docids[number - 2] != docid:
+            raise DocumentBleuError(
+                f"{path}:{number}: document {docid} continues after other documents (it starts at "
+                f"line {first_line[docid]}); a document's sentences must be contiguous"
+            )
+        first_line.setdefault(docid, number)
+    return docids
+
+
+def read_generate_output(path, kind):
+    """{sentence id: [texts]} of the ``kind`` lines (S, T, H or D) of fairseq-generate output."""
+    texts = {}
+    for line in read_lines(path):
+        match = GENERATE_LINE.fullmatch(line)
+        if match and match[1] == kind:
+            text = match[3].partition("\t")[2] if kind in "HD" else match[3]
+            texts.setdefault(int(match[2]), []).append(text)
+    return texts
+
+
+def in_id_order(texts, count, what):
+    """The texts of ids 0..count-1 in order; an error if any id is missing, repeated or extra."""
+    missing = [i for i in range(count) if i not in texts]
+    repeated = sorted(i for i, found in texts.items() if len(found) > 1)
+    extra = sorted(i for i in texts if i >= count)
+    if missing or repeated or extra:
+        problems = [
+            f"{label} {', '.join(map(str, ids[:SHOWN_IDS]))}{' ...' * (len(ids) > SHOWN_IDS)} "
+            f"({len(ids)} in all)"
+            for label, ids in (("missing ids", missing), ("repeated ids", repeated),
+                               ("ids beyond the docids file", extra))
+            if ids
+        ]
+        raise DocumentBleuError(
+            f"{what} should have ids 0..{count - 1} once each ({count} sentences in the docids "
+            f"file) but has {sum(map(len, texts.values()))} lines: {'; '.join(problems)}. Score "
+            "the full output of one fairseq-generate run with the docids of its split; run it with "
+            "--nbest 1 and --required-batch-size-multiple 1 (by default fairseq drops a last "
+            "batch whose size is not a multiple of 8)"
+        )
+    return [texts[i][0] for i in range(count)]
+
+
+def score_documents(hypotheses, references, docids):
+    """s-BLEU and d-BLEU of hypotheses against references, both in corpus (sentence id) order.
+
+    docids gives each sentence's document; documents are scored in order of first appearance.
+    Returns {"s_bleu", "d_bleu", "sentences", "documents", "signature"}.
+    """
+    if not len(hypotheses) == len(references) == len(docids):
+        raise DocumentBleuError(
+            f"{len(hypotheses)} hypotheses, {len(references)} references and {len(docids)} "
+            "document ids: they must be parallel, one per sentence"
+        )
+    document_hypotheses, document_references = {}, {}
+    for hypothesis, reference, docid in zip(hypotheses, references, docids):
+        document_hypotheses.setdefault(docid, []).append(hypothesis)
+        document_references.setdefault(docid, []).append(reference)
+    bleu = BLEU()
+    sentence_score = bleu.corpus_score(list(hypotheses), [list(references)])
+    document_score = bleu.corpus_score(
+        [" ".join(sentences) for sentences in document_hypotheses.values()],
+        [[" ".join(sentences) for sentences in document_references.values()]],
+    )
+    return {
+        "s_bleu": sentence_score.score,
+        "d_bleu": document_score.score,
+        "sentences": len(docids),
+        "documents": len(document_hypotheses),
+        "signature": str(bleu.get_signature()),
+    }
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--generate-output", required=True,
+                        help="fairseq-generate's stdout (its S-/T-/H-/D- lines; others are "
+                        "ignored)")
+    parser.add_argument("--docids", required=True,
+                        help="document id of each sentence of the generated split, one per line")
+    parser.add_argument("--hypothesis-lines", choices=["D", "H"], default="D",
+                        help="D: detokenized hypotheses (default); H: hypotheses as the model's "
+                        "tokens (after --post-process)")
+    parser.add_argument("--reference",
+                        help="raw reference, one sentence per line in corpus order, instead of "
+                        "the T- lines")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object: s_bleu, d_bleu, sentences, documents, "
+                        "signature")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        docids = read_docids(args.docids)
+        count = len(docids)
+        hypotheses = read_generate_output(args.generate_output, args.hypothesis_lines)
+        if not hypotheses:
+            raise DocumentBleuError(
+                f"{args.generate_output}: no {args.hypothesis_lines}- lines; pass the output of "
+                "fairseq-generate run without --quiet"
+            )
+        hypotheses = in_id_order(
+            hypotheses, count, f"the {args.hypothesis_lines}- lines of {args.generate_output}"
+        )
+        if args.reference:
+            references = read_lines(args.reference)
+            if len(references) != count:
+                raise DocumentBleuError(
+                    f"{args.reference} has {len(references)} lines but {args.docids} has {count}; "
+                    "pass the reference of the same split, one sentence per line"
+                )
+        else:
+            references = in_id_order(read_generate_output(args.generate_output, "T"), count,
+                                     f"the T- lines of {args.generate_output}")
+        scores = score_documents(hypotheses, references, docids)
+    except TextFileError as error:
+        sys.exit(f"error: {error}")
+    if args.json:
+        print(json.dumps(scores))
+    else:
+        print(f"s-BLEU {scores['s_bleu']:.2f}  ({scores['sentences']} sentences)")
+        print(f"d-BLEU {scores['d_bleu']:.2f}  ({scores['documents']} documents)")
+        print(f"signature: {scores['signature']}")
+
+
+if __name__ == "__main__":
+    main()

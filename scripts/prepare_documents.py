@@ -1,0 +1,336 @@
+"""Turn raw parallel documents into fairseq-preprocess input plus a document index.
+
+Reads one of three input formats (blank-line separated text, text with a ``<d>`` line before
+each document as in the selective-attn release, WMT SGML), checks that both sides hold the
+same documents with the same number of sentences, optionally applies Moses tokenization
+(sacremoses, with fairseq's ``--tokenizer moses`` defaults) and joint BPE (subword-nmt), and
+writes ``{prefix}.{src}``, ``{prefix}.{tgt}`` and ``{prefix}.docids`` (one document id per
+sentence line). fairseq-preprocess binarizes the first two; copy the docids file next to the
+binarized data as ``{split}.{src}-{tgt}.docids``, where the memory_nmt task reads it.
+"""
+import argparse
+import html
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from text_files import TextFileError, numbered_lines
+
+DOC_MARKER = "<d>"
+SGML_SET = re.compile(r"<(?:src|ref|tst)set\b[^>]*>")
+SGML_DOC = re.compile(r"<doc\b[^>]*>")
+SGML_SEG = re.compile(r"<seg\b([^>]*)>(.*?)</seg>")
+SGML_ATTRIBUTE = re.compile(r"""(\w+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
+
+
+class PrepareError(TextFileError):
+    """Bad input: the message names the file and line (or document) and what to do."""
+
+
+@dataclass
+class Document:
+    """One document of one side: its id, the line it starts on, its sentences (and SGML seg ids)."""
+
+    doc_id: str
+    line: int
+    sentences: list = field(default_factory=list)
+    seg_ids: list = field(default_factory=list)
+
+
+def clean(text):
+    """Strip the ASCII whitespace around a sentence; other characters are kept as they are."""
+    return text.strip(" \t\f\v")
+
+
+def read_blank_lines(path, prefix):
+    """Documents of plain text, one sentence per line, an empty line between documents."""
+    documents, current = [], None
+    for number, text in numbered_lines(path):
+        sentence = clean(text)
+        if sentence:
+            if current is None:
+                current = Document(f"{prefix}-{len(documents)}", number)
+            current.sentences.append(sentence)
+        elif current is None:
+            raise PrepareError(
+                f"{path}:{number}: empty document (blank line at the start or two blank lines "
+                "in a row); documents are separated by exactly one blank line, remove the extra one"
+            )
+        else:
+            documents.append(current)
+            current = None
+    if current is not None:
+        documents.append(current)
+    return documents
+
+
+def read_doc_markers(path, prefix):
+    """Documents of text with a line ``<d>`` before each document, one sentence per line."""
+    documents = []
+    for number, text in numbered_lines(path):
+        sentence = clean(text)
+        if sentence == DOC_MARKER:
+            documents.append(Document(f"{prefix}-{len(documents)}", number))
+        elif not sentence:
+            raise PrepareError(
+                f"{path}:{number}: empty line; every line must be a sentence or {DOC_MARKER}, "
+                "remove it or give it its text"
+            )
+        elif not documents:
+            raise PrepareError(
+                f"{path}:{number}: sentence before the first {DOC_MARKER} line; this format needs "
+                f"a line {DOC_MARKER} before each document (blank-line separated text: "
+                "--format blank-lines)"
+            )
+        else:
+            documents[-1].sentences.append(sentence)
+    for document in documents:
+        if not document.sentences:
+            raise PrepareError(
+                f"{path}:{document.line}: empty document {document.doc_id} (a {DOC_MARKER} line "
+                "with no sentence after it); remove the extra marker"
+            )
+    return documents
+
+
+def attributes(tag):
+    """The attributes of an SGML start tag as a dict."""
+    return {m[1]: m[2] or m[3] or m[4] for m in SGML_ATTRIBUTE.finditer(tag)}
+
+
+def read_sgml(path, prefix):
+    """Documents of WMT SGML as {docid: Document}, in file order.
+
+    Only ``<seg>`` elements are text of the corpus: markup lines (``<p>``, ``<h1>``, ...) and
+    stray text outside segments (the real files have some) are skipped, as WMT scoring does.
+    Entities in segment text are unescaped.
+    Without ``prefix`` the ids are prefixed with the file's setid, if it has one.
+    """
+    documents, current = {}, None
+    for number, text in numbered_lines(path):
+        where = f"{path}:{number}"
+        if prefix is None and SGML_SET.search(text):
+            prefix = attributes(SGML_SET.search(text)[0]).get("setid")
+        if SGML_DOC.search(text):
+            docid = attributes(SGML_DOC.search(text)[0]).get("docid")
+            if not docid or re.search(r"\s", docid):
+                raise PrepareError(f"{where}: <doc> without a docid, or with spaces in it; fix it")
+            if docid in documents:
+                raise PrepareError(f"{where}: docid {docid} used twice; docids must be unique")
+            current = documents[docid] = Document(f"{prefix}-{docid}" if prefix else docid, number)
+        for seg in SGML_SEG.finditer(text):
+            seg_id = attributes(seg[1]).get("id")
+            sentence = clean(html.unescape(seg[2]))
+            if current is None:
+                raise PrepareError(f"{where}: <seg> outside a <doc> block; wrap it in one")
+            if seg_id is None or seg_id in current.seg_ids:
+                raise PrepareError(f"{where}: <seg> without an id, or a repeated id, in {docid}")
+            if not sentence:
+                raise PrepareError(f"{where}: empty segment id={seg_id} in {docid}; give it text")
+            current.sentences.append(sentence)
+            current.seg_ids.append(seg_id)
+        rest = SGML_SEG.sub("", text)
+        if "<seg" in rest or "</seg>" in rest:
+            raise PrepareError(
+                f"{where}: <seg> element not closed on its line; put each segment, "
+                "<seg id=N>text</seg>, on one line"
+            )
+        if "</doc>" in text:
+            current = None
+    for docid, document in documents.items():
+        if not document.sentences:
+            raise PrepareError(
+                f"{path}:{document.line}: docid {docid} has no <seg>; remove the empty document"
+            )
+    return documents
+
+
+def read_side(path, input_format, prefix):
+    """The documents of one side as {key: Document} (position or docid), never empty."""
+    if input_format == "sgml":
+        documents = read_sgml(path, prefix)
+    else:
+        reader = read_blank_lines if input_format == "blank-lines" else read_doc_markers
+        documents = dict(enumerate(reader(path, prefix or Path(path).stem)))
+    if not documents:
+        raise PrepareError(f"{path}: no sentences (empty input); check the path and --format")
+    return documents
+
+
+def pair_sides(source_path, target_path, source_docs, target_docs, input_format):
+    """Check that both sides hold the same documents and sentences.
+
+    Returns (document id, source sentences, target sentences) per document in source order.
+    SGML sides are paired by docid and segment id; the other formats by position.
+    """
+    if input_format == "sgml":
+        checks = ((source_docs, target_docs, source_path, target_path),
+                  (target_docs, source_docs, target_path, source_path))
+        for docs, other_docs, path, other_path in checks:
+            for docid, doc in docs.items():
+                if docid not in other_docs:
+                    raise PrepareError(
+                        f"{other_path}: no document docid={docid} (it is at line {doc.line} of "
+                        f"{path}); both files must hold the same documents"
+                    )
+                missing = [seg for seg in doc.seg_ids if seg not in other_docs[docid].seg_ids]
+                if missing:
+                    raise PrepareError(
+                        f"{other_path}: docid={docid} has no segment id={missing[0]} (it is in "
+                        f"{path}); both files must hold the same segments"
+                    )
+        pairs = []
+        for docid, doc in source_docs.items():
+            target = dict(zip(target_docs[docid].seg_ids, target_docs[docid].sentences))
+            pairs.append((doc.doc_id, doc.sentences, [target[seg] for seg in doc.seg_ids]))
+        return pairs
+    for key, doc in source_docs.items():
+        other = target_docs.get(key)
+        if other is not None and len(doc.sentences) != len(other.sentences):
+            raise PrepareError(
+                f"document {doc.doc_id} has {len(doc.sentences)} sentences in {source_path} "
+                f"(from line {doc.line}) but {len(other.sentences)} in {target_path} (from line "
+                f"{other.line}); both sides need the same sentences in the same documents"
+            )
+    if len(source_docs) != len(target_docs):
+        longer, path = max((source_docs, source_path), (target_docs, target_path),
+                           key=lambda side: len(side[0]))
+        extra = longer[min(len(source_docs), len(target_docs))]
+        raise PrepareError(
+            f"{source_path} has {len(source_docs)} documents but {target_path} has "
+            f"{len(target_docs)}, the first without a counterpart being {extra.doc_id} at line "
+            f"{extra.line} of {path}; both sides need the same document boundaries"
+        )
+    return [(doc.doc_id, doc.sentences, target_docs[key].sentences)
+            for key, doc in source_docs.items()]
+
+
+def tokenize(sentences, language, args):
+    """Moses-tokenize sentences like fairseq's ``--tokenizer moses`` (dash splits, escaping)."""
+    from sacremoses import MosesTokenizer  # imported when used: it doubles the start-up time
+
+    tokenizer = MosesTokenizer(lang=language)
+    return [
+        tokenizer.tokenize(
+            sentence,
+            aggressive_dash_splits=not args.moses_no_dash_splits,
+            return_str=True,
+            escape=not args.moses_no_escape,
+        )
+        for sentence in sentences
+    ]
+
+
+def learn_joint_bpe(sides, merges, codes_path):
+    """Learn ``merges`` BPE merge operations on all sides together and write them to codes_path."""
+    from subword_nmt.learn_bpe import learn_bpe
+
+    Path(codes_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(codes_path, "w", encoding="utf-8") as codes:
+        learn_bpe([line for lines in sides for line in lines], codes, merges)
+
+
+def apply_bpe(sentences, codes_path):
+    """Segment sentences with the BPE codes in codes_path ("@@ " marks a split)."""
+    from subword_nmt.apply_bpe import BPE
+
+    try:
+        with open(codes_path, encoding="utf-8") as codes:
+            bpe = BPE(codes)
+    except OSError as error:
+        raise PrepareError(f"cannot read BPE codes {codes_path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise PrepareError(f"{codes_path}: not a UTF-8 subword-nmt codes file") from None
+    return [bpe.segment(sentence) for sentence in sentences]
+
+
+def prepare(args):
+    """Read, pair, process and write one corpus; return the one-line summary."""
+    source_docs = read_side(args.source, args.format, args.doc_prefix)
+    target_docs = read_side(args.target, args.format, args.doc_prefix)
+    pairs = pair_sides(args.source, args.target, source_docs, target_docs, args.format)
+    positions = [(doc_id, n) for doc_id, source, _ in pairs for n in range(1, len(source) + 1)]
+    sides = {
+        args.source_lang: [sentence for _, source, _ in pairs for sentence in source],
+        args.target_lang: [sentence for _, _, target in pairs for sentence in target],
+    }
+    if args.moses:
+        sides = {lang: tokenize(lines, lang, args) for lang, lines in sides.items()}
+        for lang, lines in sides.items():
+            for (doc_id, number), line in zip(positions, lines):
+                if not line:
+                    raise PrepareError(
+                        f"sentence {number} of document {doc_id} ({lang}) is empty after Moses "
+                        "tokenization; remove it from both sides"
+                    )
+    if args.learn_bpe:
+        learn_joint_bpe(sides.values(), args.learn_bpe, args.bpe_codes)
+    if args.bpe_codes:
+        sides = {lang: apply_bpe(lines, args.bpe_codes) for lang, lines in sides.items()}
+    prefix = Path(args.output_prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    outputs = {f"{prefix}.{lang}": lines for lang, lines in sides.items()}
+    outputs[f"{prefix}.docids"] = [doc_id for doc_id, _ in positions]
+    for path, lines in outputs.items():
+        with open(path, "w", encoding="utf-8", newline="\n") as out:
+            out.writelines(line + "\n" for line in lines)
+    written = list(outputs) + ([args.bpe_codes] if args.learn_bpe else [])
+    return f"{len(pairs)} documents, {len(positions)} sentences: wrote {' '.join(written)}"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Learn BPE on the training set (--learn-bpe N --bpe-codes CODES) and apply the "
+        "same codes to valid/test (--bpe-codes CODES).",
+    )
+    parser.add_argument("--format", required=True, choices=["blank-lines", "doc-markers", "sgml"],
+                        help="blank-lines: one sentence per line, an empty line between documents; "
+                        "doc-markers: a line <d> before each document; sgml: WMT SGML "
+                        "(<doc docid=...> blocks of <seg id=N> lines), paired by docid and seg id")
+    parser.add_argument("--source", required=True, help="source-side input file")
+    parser.add_argument("--target", required=True, help="target-side input, parallel to --source")
+    parser.add_argument("--source-lang", required=True, help="source language code, e.g. en")
+    parser.add_argument("--target-lang", required=True, help="target language code, e.g. de")
+    parser.add_argument("--output-prefix", required=True,
+                        help="write PREFIX.SRC_LANG, PREFIX.TGT_LANG and PREFIX.docids; "
+                        "creates the directory if needed")
+    parser.add_argument("--doc-prefix",
+                        help="document ids are DOC_PREFIX-INDEX (INDEX from 0) for text formats, "
+                        "DOC_PREFIX-DOCID for sgml (default: the source file's name without "
+                        "extension; for sgml the file's setid)")
+    parser.add_argument("--moses", action="store_true",
+                        help="Moses-tokenize each side with sacremoses, with the defaults of "
+                        "fairseq's --tokenizer moses")
+    parser.add_argument("--moses-no-dash-splits", action="store_true",
+                        help="with --moses: no aggressive dash splitting")
+    parser.add_argument("--moses-no-escape", action="store_true",
+                        help="with --moses: don't escape special characters (&amp; &quot; ...)")
+    parser.add_argument("--learn-bpe", type=int, metavar="MERGES",
+                        help="learn a joint BPE of MERGES merge operations on both sides of this "
+                        "input, write it to --bpe-codes, and apply it")
+    parser.add_argument("--bpe-codes", metavar="CODES",
+                        help="apply these subword-nmt BPE codes (written first with --learn-bpe)")
+    args = parser.parse_args(argv)
+    if args.learn_bpe is not None and (args.learn_bpe < 1 or not args.bpe_codes):
+        parser.error("--learn-bpe needs a positive number of merges and --bpe-codes CODES to write")
+    if args.source_lang == args.target_lang:
+        parser.error("--source-lang and --target-lang must differ (they name the output files)")
+    if (args.moses_no_dash_splits or args.moses_no_escape) and not args.moses:
+        parser.error("--moses-no-dash-splits and --moses-no-escape only apply with --moses")
+    if args.doc_prefix is not None and (not args.doc_prefix or re.search(r"\s", args.doc_prefix)):
+        parser.error("--doc-prefix must be non-empty and without spaces")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        print(prepare(args))
+    except TextFileError as error:
+        sys.exit(f"error: {error}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""Tests of scripts/document_bleu.py through its command line, and of score_documents.
+
+A small fake fairseq-generate output (ids out of order, logging lines in between) and its
+docids file are written to tmp_path; the scores must equal what sacrebleu gives directly on
+the sentences in id order and on the documents joined with spaces.
+"""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sacrebleu
+from sacrebleu.metrics import BLEU
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "document_bleu.py"
+
+REFERENCES = [
+    "The cat sat on the mat.",
+    "It was a sunny day.",
+    "Then it went home.",
+    "Markets fell sharply on Monday.",
+    "Investors were worried about inflation.",
+    "A new study says coffee is good for you.",
+]
+HYPOTHESES = [
+    "The cat sat on a mat.",
+    "It was sunny day.",
+    "Then he went home.",
+    "Markets fell on Monday.",
+    "Investors worried about the inflation.",
+    "A study says coffee is good.",
+]
+DOCIDS = ["cats", "cats", "cats", "markets", "markets", "coffee"]
+ORDER = [4, 1, 5, 0, 3, 2]
+SIGNATURE = f"nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}"
+
+
+def generate_output(hypotheses, references, order=ORDER, extra=()):
+    """fairseq-generate style lines for the ids in order, with logging lines mixed in."""
+    lines = ["2024-01-01 10:00:00 | INFO | fairseq_cli.generate | loading model"]
+    for n, i in enumerate(order):
+        lines += [f"S-{i}\tsource {i}", f"T-{i}\t{references[i]}",
+                  f"H-{i}\t-0.5\t{hypotheses[i]} (tokenized)", f"D-{i}\t-0.5\t{hypotheses[i]}",
+                  f"P-{i}\t-0.1 -0.2"]
+        if n == 2:
+            lines.append("2024-01-01 10:00:01 | INFO | fairseq.tasks.translation | batch done")
+    lines += list(extra)
+    lines.append("Generate test with beam=5: BLEU4 = 12.34, 40.0/20.0/10.0/5.0 (BP=1.000)")
+    return "\n".join(lines) + "\n"
+
+
+def run(tmp_path, generate_text, *options, docids=DOCIDS):
+    (tmp_path / "gen.txt").write_text(generate_text, encoding="utf-8")
+    (tmp_path / "test.docids").write_text("\n".join(docids) + "\n", encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--generate-output", str(tmp_path / "gen.txt"),
+         "--docids", str(tmp_path / "test.docids"), *options],
+        capture_output=True, text=True,
+    )
+
+
+def expected(hypotheses, references):
+    """s-BLEU and d-BLEU straight from sacrebleu, documents in order cats, markets, coffee."""
+    documents = [[0, 1, 2], [3, 4], [5]]
+    s_bleu = BLEU().corpus_score(hypotheses, [references]).score
+    d_bleu = BLEU().corpus_score(
+        [" ".join(hypotheses[i] for i in doc) for doc in documents],
+        [[" ".join(references[i] for i in doc) for doc in documents]],
+    ).score
+    return s_bleu, d_bleu
+
+
+def assert_fails(result, *fragments):
+    assert result.returncode != 0
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, (fragment, result.stderr)
+
+
+def test_scores_equal_sacrebleu_on_sorted_sentences_and_joined_documents(tmp_path):
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES), "--json")
+    assert result.returncode == 0, result.stderr
+    scores = json.loads(result.stdout)
+    s_bleu, d_bleu = expected(HYPOTHESES, REFERENCES)
+    assert scores["s_bleu"] == pytest.approx(s_bleu)
+    assert scores["d_bleu"] == pytest.approx(d_bleu)
+    assert s_bleu != pytest.approx(d_bleu)
+    assert (scores["sentences"], scores["documents"]) == (6, 3)
+    assert scores["signature"] == SIGNATURE
+
+
+def test_text_output_shows_both_scores_and_the_signature(tmp_path):
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES))
+    assert result.returncode == 0, result.stderr
+    s_bleu, d_bleu = expected(HYPOTHESES, REFERENCES)
+    assert result.stdout.splitlines() == [
+        f"s-BLEU {s_bleu:.2f}  (6 sentences)",
+        f"d-BLEU {d_bleu:.2f}  (3 documents)",
+        f"signature: {SIGNATURE}",
+    ]
+
+
+def test_hypothesis_equal_to_reference_scores_100(tmp_path):
+    result = run(tmp_path, generate_output(REFERENCES, REFERENCES), "--json")
+    assert result.returncode == 0, result.stderr
+    scores = json.loads(result.stdout)
+    assert scores["s_bleu"] == pytest.approx(100) and scores["d_bleu"] == pytest.approx(100)
+
+
+def test_h_lines_are_used_when_asked(tmp_path):
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES), "--json",
+                 "--hypothesis-lines", "H")
+    assert result.returncode == 0, result.stderr
+    tokenized = [f"{hypothesis} (tokenized)" for hypothesis in HYPOTHESES]
+    assert json.loads(result.stdout)["s_bleu"] == pytest.approx(expected(tokenized, REFERENCES)[0])
+
+
+def test_reference_file_replaces_the_t_lines(tmp_path):
+    damaged = [reference.replace("e", "<unk>") for reference in REFERENCES]
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES) + "\n", encoding="utf-8")
+    result = run(tmp_path, generate_output(REFERENCES, damaged), "--json",
+                 "--reference", str(tmp_path / "ref.de"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["s_bleu"] == pytest.approx(100)
+
+
+def test_reference_file_of_another_length_is_an_error(tmp_path):
+    (tmp_path / "ref.de").write_text("\n".join(REFERENCES[:5]) + "\n", encoding="utf-8")
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES),
+                 "--reference", str(tmp_path / "ref.de"))
+    assert_fails(result, "ref.de", "5 lines", "6")
+
+
+def test_missing_id_is_an_error(tmp_path):
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES, order=[4, 1, 5, 0, 2]))
+    assert_fails(result, "missing ids 3 (1 in all)", "6 sentences", "5 lines",
+                 "--required-batch-size-multiple 1")
+
+
+def test_duplicated_id_is_an_error(tmp_path):
+    duplicate = [f"D-2\t-0.4\t{HYPOTHESES[2]}"]
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES, extra=duplicate))
+    assert_fails(result, "repeated ids 2 (1 in all)", "7 lines")
+
+
+def test_id_beyond_the_docids_is_an_error(tmp_path):
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES), docids=DOCIDS[:5])
+    assert_fails(result, "ids beyond the docids file 5")
+
+
+def test_non_contiguous_document_is_an_error(tmp_path):
+    docids = ["cats", "markets", "cats", "markets", "markets", "coffee"]
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES), docids=docids)
+    assert_fails(result, "test.docids:3", "cats", "contiguous")
+
+
+def test_output_without_hypotheses_is_an_error(tmp_path):
+    result = run(tmp_path, "2024-01-01 10:00:00 | INFO | fairseq_cli.generate | nothing\n")
+    assert_fails(result, "gen.txt", "no D- lines")
+
+
+def test_score_documents_is_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("document_bleu", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scores = module.score_documents(HYPOTHESES, REFERENCES, DOCIDS)
+    assert (scores["s_bleu"], scores["d_bleu"]) == pytest.approx(expected(HYPOTHESES, REFERENCES))
+    with pytest.raises(ValueError, match="parallel"):
+        module.score_documents(HYPOTHESES, REFERENCES[:5], DOCIDS)
