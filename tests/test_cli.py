@@ -1,0 +1,64 @@
+"""The stock fairseq command lines, end to end: preprocess -> train (and resume) -> generate
+-> s-BLEU / d-BLEU, and checkpoints that load under torch >= 2.6."""
+import argparse
+import re
+import subprocess
+import sys
+
+import torch
+
+from conftest import PLUGIN, REPO, TINY_MODEL, fairseq_command, run
+
+TRAIN = [
+    "--user-dir", str(PLUGIN), "--task", "document_translation", *TINY_MODEL,
+    "--criterion", "document_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "5",
+    "--max-tokens", "200", "--optimization-window", "1-3", "--cpu", "--seed", "1",
+    "--log-format", "simple", "--log-interval", "1", "--no-epoch-checkpoints",
+]
+
+
+def test_preprocess_train_resume_generate_score(data_bin, tmp_path):
+    save_dir = tmp_path / "checkpoints"
+    first = run([fairseq_command("fairseq-train"), str(data_bin), *TRAIN, "--save-dir", str(save_dir), "--max-update", "4"])
+    assert "num_updates 4" in first.stderr + first.stdout
+    resumed = run([fairseq_command("fairseq-train"), str(data_bin), *TRAIN, "--save-dir", str(save_dir), "--max-update", "8"])
+    log = resumed.stderr + resumed.stdout
+    assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 4 updates\)", log)
+    assert "num_updates 8" in log
+
+    generated = run([
+        fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", str(PLUGIN),
+        "--task", "document_translation", "--path", str(save_dir / "checkpoint_last.pt"),
+        "--gen-subset", "test", "--beam", "3", "--max-tokens", "200", "--max-len-b", "20", "--cpu",
+    ])
+    output = tmp_path / "generate.txt"
+    output.write_text(generated.stdout)
+    sentences = sum(1 for _ in open(data_bin / "test.en-de.docids"))
+    for prefix in ("S", "T", "H", "D", "P"):
+        ids = sorted(int(m) for m in re.findall(rf"^{prefix}-(\d+)\t", generated.stdout, re.M))
+        assert ids == list(range(sentences)), f"{prefix}- lines must cover every sentence exactly once"
+
+    scored = run([
+        sys.executable, str(REPO / "scripts" / "document_bleu.py"),
+        "--generate-output", str(output), "--docids", str(data_bin / "test.en-de.docids"),
+    ])
+    assert re.search(r"^s-BLEU \d+\.\d+", scored.stdout, re.M)
+    assert re.search(r"^d-BLEU \d+\.\d+", scored.stdout, re.M)
+    assert "signature: nrefs:1" in scored.stdout
+
+
+def test_fairseq_checkpoints_load_under_weights_only_default(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"args": argparse.Namespace(arch="transformer"), "model": {}}, path)
+    code = (  # the call fairseq's load_checkpoint_to_cpu makes
+        "import sys, memory_nmt; from fairseq import checkpoint_utils; "
+        f"print(checkpoint_utils.torch.load(open({str(path)!r}, 'rb'), map_location='cpu')['args'].arch)"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert loaded.returncode == 0 and loaded.stdout.strip().endswith("transformer"), loaded.stderr[-2000:]
+    without_plugin = subprocess.run(
+        [sys.executable, "-c", code.replace("import sys, memory_nmt;", "import sys;")],
+        capture_output=True, text=True,
+    )
+    assert without_plugin.returncode != 0, "torch no longer refuses fairseq checkpoints by default?"
