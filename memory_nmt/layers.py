@@ -29,6 +29,7 @@ class MemoryAccess:
     """The memory one encoder or decoder call reads, and the states it records for the update."""
 
     memory: Dict[str, Tensor]
+    rows: Optional[Tensor] = None  # beam search: the memory row each batch row reads
     incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None
     states: Dict[str, Tensor] = field(default_factory=dict)
 
@@ -36,6 +37,10 @@ class MemoryAccess:
     def records_states(self) -> bool:
         """Whole sentences are recorded; single incremental decoding steps are not."""
         return self.incremental_state is None
+
+    def memory_of(self, name: str) -> Tensor:
+        memory = self.memory[name]
+        return memory if self.rows is None else memory.index_select(1, self.rows)
 
 
 @contextmanager
@@ -82,8 +87,12 @@ class MemoryLayer:
             )
         if access.records_states:
             access.states[self.memory_name] = states
-        memory = access.memory[self.memory_name]
-        return states + self.memory.read(states, memory, access.incremental_state)
+        incremental_state = access.incremental_state
+        if incremental_state is not None and self.memory.has_cached_read(incremental_state):
+            memory = None
+        else:
+            memory = access.memory_of(self.memory_name)
+        return states + self.memory.read(states, memory, incremental_state)
 
 
 class MemoryEncoderLayer(MemoryLayer, TransformerEncoderLayerBase):

@@ -88,13 +88,14 @@ class RecurrentMemory(nn.Module):
     def read(
         self,
         states: Tensor,
-        memory: Tensor,
+        memory: Optional[Tensor],
         incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
     ) -> Tensor:
         """Output Attention: what the memory adds to each state (T x B x C).
 
         During incremental decoding the memory's keys and values are projected once per
-        sentence and kept in ``incremental_state``, as fairseq does for encoder attention.
+        sentence and kept in ``incremental_state``, as fairseq does for encoder attention;
+        once they are (``has_cached_read``), ``memory`` may be None.
         """
         attended, _ = self.read_attn(
             states,
@@ -105,3 +106,6 @@ class RecurrentMemory(nn.Module):
             need_weights=False,
         )
         return self.dropout_module(attended)
+
+    def has_cached_read(self, incremental_state) -> bool:
+        return "prev_key" in (self.read_attn._get_input_buffer(incremental_state) or {})

@@ -9,7 +9,8 @@ memory layer reads (``memory``: name -> ``(memory_size, B, C)``) and returns, in
 first sentence does.
 
 The memory each layer reads reaches the decoder inside ``encoder_out["memory"]``, so that
-fairseq's ``SequenceGenerator`` expands and reorders it with the beams like any encoder output.
+fairseq's ``SequenceGenerator`` hands it to the decoder at every beam step; beam reordering
+moves an index of memory rows, not the memory (``reorder_encoder_out``).
 
 A checkpoint of fairseq's plain ``transformer`` loads into this model: the memory parameters it
 lacks keep their fresh initialisation (logged), and since the Output Attention starts at zero
@@ -93,8 +94,9 @@ class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBa
     ):
         """fairseq's encoder forward, reading ``memory`` (all layers' memory, both sides).
 
-        The returned dict adds ``memory`` (``[memory]`` for the decoder to read, beam-reordered
-        with the rest; ``[]`` without one, and the decoder reads its initial memory) and ``memory_states`` (the encoder's recorded states, for the memory update).
+        The returned dict adds ``memory`` (``[memory]`` for the decoder to read, ``[]``
+        without one, and the decoder reads its initial memory), ``memory_rows`` (set by beam
+        reordering, see ``reorder_encoder_out``) and ``memory_states`` (the encoder's recorded states, for the memory update).
         """
         access = MemoryAccess(self.memory_to_read(memory, src_tokens.size(0)))
         with open_memory_access(self.memory_layers(), access):
@@ -102,15 +104,17 @@ class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBa
                 src_tokens, src_lengths, return_all_hiddens, token_embeddings
             )
         encoder_out["memory"] = [] if memory is None else [memory]
+        encoder_out["memory_rows"] = []
         encoder_out["memory_states"] = [access.states]
         return encoder_out
 
     def reorder_encoder_out(self, encoder_out, new_order):
+        """Beam search reorders the rows; the memory stays per lane, and only the index of
+        the memory row of each batch row moves (the decoder selects rows when it reads)."""
         reordered = super().reorder_encoder_out(encoder_out, new_order)
-        reordered["memory"] = [
-            {name: m.index_select(1, new_order) for name, m in memory.items()}
-            for memory in encoder_out["memory"]
-        ]
+        rows = encoder_out["memory_rows"]
+        reordered["memory"] = encoder_out["memory"]
+        reordered["memory_rows"] = [rows[0].index_select(0, new_order) if rows else new_order]
         reordered["memory_states"] = []
         return reordered
 
@@ -142,8 +146,12 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
         ``memory_padding_mask``: the decoder's recorded states, for the memory update.
         """
         memory = encoder_out.get("memory") if encoder_out is not None else None
-        memory = self.memory_to_read(memory[0] if memory else None, prev_output_tokens.size(0))
-        access = MemoryAccess(memory, incremental_state=incremental_state)
+        rows = encoder_out.get("memory_rows") if memory else None
+        access = MemoryAccess(
+            self.memory_to_read(memory[0] if memory else None, prev_output_tokens.size(0)),
+            rows=rows[0] if rows else None,
+            incremental_state=incremental_state,
+        )
         with open_memory_access(self.memory_layers(), access):
             features, extra = super().extract_features(
                 prev_output_tokens,

@@ -34,22 +34,27 @@ def test_documents_decoded_together_or_alone_give_the_same_translations(data_bin
 
 
 def test_memory_fixed_during_beam_search_and_updated_after(data_bin):
+    """At every beam step, the keys the decoder's Output Attention attends to are those of the
+    memory its lane was given for the sentence; the next sentence's memory differs."""
     task, model = _decoding_model(data_bin)
     unit = model.memory_units()["decoder.1"]
+    attention = unit.read_attn
     per_sentence_step = []
     read_memory = model.read_memory
 
     def spy_read_memory(carry, lanes):
         memory = read_memory(carry, lanes)
         previous = carry.memory["decoder.1"] if carry is not None else None  # what the lanes read before
-        per_sentence_step.append({"given": memory["decoder.1"], "previous": previous, "read": []})
+        per_sentence_step.append({"given": memory["decoder.1"], "previous": previous, "keys": []})
         return memory
 
-    def record_read(module, args):
-        per_sentence_step[-1]["read"].append(args[1])
+    def record_keys(module, args, kwargs, output):
+        if kwargs.get("incremental_state") is not None:
+            cached = module._get_input_buffer(kwargs["incremental_state"])["prev_key"]
+            per_sentence_step[-1]["keys"].append(cached.flatten(1))
 
     model.read_memory = spy_read_memory
-    handle = unit.read_attn.register_forward_pre_hook(record_read)
+    handle = attention.register_forward_hook(record_keys, with_kwargs=True)
     try:
         group = [s for s in batches(task, "test", max_tokens=1000) if s["position"].group == 0]
         _decode(task, model, group)
@@ -58,11 +63,14 @@ def test_memory_fixed_during_beam_search_and_updated_after(data_bin):
         del model.read_memory
 
     for record in per_sentence_step:
-        given = record["given"].transpose(0, 1).flatten(1)  # lanes x (slots*dim)
-        assert len(record["read"]) > 2, "expected several beam steps"
-        for memory in record["read"][:-1]:  # the last read is the pass over the chosen hypotheses
-            rows = memory.transpose(0, 1).flatten(1)
-            assert torch.cdist(rows, given).min(dim=1).values.max() == 0, "memory moved within a sentence"
+        slots, lanes, dim = record["given"].shape
+        keys = attention.k_proj(record["given"])  # slots x lanes x dim
+        heads = attention.num_heads
+        expected = keys.view(slots, lanes * heads, dim // heads).transpose(0, 1)
+        expected = expected.reshape(lanes, heads * slots * (dim // heads))
+        assert len(record["keys"]) > 2, "expected several beam steps"
+        for cached in record["keys"]:
+            assert torch.cdist(cached, expected).min(dim=1).values.max() < 1e-9, "memory moved within a sentence"
     later = [record for record in per_sentence_step if record["previous"] is not None]
     assert len(later) == len(per_sentence_step) - 1
     for record in later:
