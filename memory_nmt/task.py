@@ -9,6 +9,7 @@ so ``fairseq-train`` and ``fairseq-generate`` work unchanged.
 """
 import logging
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -134,7 +135,8 @@ class DocumentTranslationTask(TranslationTask):
             with torch.autograd.profiler.record_function("backward"):
                 optimizer.backward(loss * 0 if ignore_grad else loss)
 
-        with torch.cuda.amp.autocast(enabled=isinstance(optimizer, AMPOptimizer)):
+        precision = torch.autocast("cuda") if isinstance(optimizer, AMPOptimizer) else nullcontext()
+        with precision:
             return criterion.forward_window(
                 model, sample["steps"], backward=backward, stateless=ignore_grad
             )
