@@ -27,6 +27,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 
 from .carry import CarryStore, MemoryCarry
+from .data import steps_of
 
 
 @register_criterion(
@@ -43,9 +44,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         A training window given here (fairseq's zero-weight dummy batch in a padded
         validation shard) is run from the initial memory and leaves no carry behind.
         """
-        if "steps" in sample:
-            return self.forward_window(model, sample["steps"], stateless=True)
-        return self.forward_window(model, [sample])
+        return self.forward_window(model, steps_of(sample), stateless="steps" in sample)
 
     def forward_window(
         self,

@@ -199,7 +199,7 @@ class DocumentDataset(FairseqDataset):
                 widths = tokens
         return groups
 
-    def steps_of(self, group_index: int, group: List[Document]) -> List[SentenceStep]:
+    def group_steps(self, group_index: int, group: List[Document]) -> List[SentenceStep]:
         """The batches of one group: step t holds sentence t of every document that long."""
         steps = []
         length = max(document.length for document in group)
@@ -227,8 +227,8 @@ def deal_to_shards(groups: List[List[Document]], num_shards: int) -> List[List[i
     """Group indices per shard: longest group first, each to the shard with the fewest steps."""
     if len(groups) < num_shards:
         raise DocumentDataError(
-            f"{len(groups)} document groups cannot feed {num_shards} workers: lower "
-            "--max-tokens / --batch-size, or use fewer workers"
+            f"{len(groups)} documents cannot feed {num_shards} workers: every worker needs "
+            "a document of each split; use fewer workers"
         )
     shards: List[List[int]] = [[] for _ in range(num_shards)]
     load = [0] * num_shards
@@ -251,6 +251,14 @@ def windows_of(steps: List[SentenceStep], window: Tuple[Optional[int], Optional[
         windows.append(steps[start : start + size])
         start += size
     return windows
+
+
+def steps_of(sample: dict) -> List[dict]:
+    """The sentence steps of a collated item: a training window's, or the one step it is.
+
+    fairseq replays its "dummy" batch (the first batch of the iterator it made last, which may
+    be of another split) on workers that ran out of items, so any step method may get either."""
+    return sample["steps"] if "steps" in sample else [sample]
 
 
 class EpochItems(torch.utils.data.Dataset):
@@ -289,6 +297,9 @@ def plan_epoch(
 ) -> EpochItems:
     """The items worker ``shard_id`` sees in ``epoch``; ``window`` None means one step an item."""
     groups = dataset.groups(max_tokens, max_sentences)
+    if len(groups) < num_shards:  # a small split: fewer lanes per group, so every worker has one
+        lanes = -(-len(dataset.documents) // num_shards)
+        groups = dataset.groups(max_tokens, min(lanes, max_sentences or lanes))
     per_shard = []
     for shard, group_indices in enumerate(deal_to_shards(groups, num_shards)):
         items: List[List[SentenceStep]] = []
@@ -296,7 +307,7 @@ def plan_epoch(
             if window is not None:
                 group_indices = list(np.random.permutation(group_indices))
             for g in group_indices:
-                steps = dataset.steps_of(int(g), groups[g])
+                steps = dataset.group_steps(int(g), groups[g])
                 if window is None:
                     items.extend([step] for step in steps)
                 else:

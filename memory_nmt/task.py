@@ -20,7 +20,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 
 from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
-from .data import DocumentDataError, DocumentDataset, parse_window, plan_epoch, read_docids
+from .data import DocumentDataError, DocumentDataset, parse_window, plan_epoch, read_docids, steps_of
 from .generator import DocumentSequenceGenerator
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class DocumentTranslationTask(TranslationTask):
         precision = torch.autocast("cuda") if isinstance(optimizer, AMPOptimizer) else nullcontext()
         with precision:
             return criterion.forward_window(
-                model, sample["steps"], backward=backward, stateless=ignore_grad
+                model, steps_of(sample), backward=backward, stateless=ignore_grad
             )
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):

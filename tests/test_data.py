@@ -96,3 +96,12 @@ def test_full_window_and_group_shuffling(data_bin):
     assert parse_window("full") == (None, None)
     with pytest.raises(DocumentDataError, match="--optimization-window"):
         parse_window("3-1")
+
+
+def test_small_split_still_feeds_every_worker(data_bin):
+    task, _, _, _ = build(data_bin, *TINY_MODEL)
+    per_worker = [batches(task, "valid", max_tokens=100000, num_shards=2, shard_id=w) for w in (0, 1)]
+    assert len(per_worker[0]) == len(per_worker[1])
+    sentences = [{i for s in items if s for i in s["id"].tolist()} for items in per_worker]
+    assert sentences[0] and sentences[1] and not sentences[0] & sentences[1]
+    assert len(sentences[0] | sentences[1]) == len(task.dataset("valid"))
