@@ -96,8 +96,8 @@ class CarryStore:
         held = self._held.get(position.stream)
         if held is None:
             logger.warning(
-                "%s: group %d starts at sentence step %d with no memory carried (training "
-                "resumed inside a group?); its documents continue from the initial memory",
+                "%s: group %d starts at sentence step %d with no memory carried; its "
+                "documents continue from the initial memory",
                 position.stream, position.group, position.step,
             )
             return None
@@ -109,6 +109,9 @@ class CarryStore:
                 f"{held_position.step}); document batches must be fed in order"
             )
         return carry
+
+    def holds(self, stream: str) -> bool:
+        return stream in self._held
 
     def keep(self, position, carry: MemoryCarry):
         if position.ends_group:

@@ -275,6 +275,13 @@ class EpochItems(torch.utils.data.Dataset):
     def __getitem__(self, index):
         return self.items[index]
 
+    def steps_before(self, position: StepPosition) -> List[SentenceStep]:
+        """The steps of ``position``'s group that come before it, in order."""
+        return [
+            step for item in self.items if item for step in item
+            if step.position.group == position.group and step.position.step < position.step
+        ]
+
     def collater(self, items):
         (item,) = items
         if item is None:

@@ -11,8 +11,10 @@ import logging
 import os
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
+from fairseq import utils
 from fairseq.data import iterators
 from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import register_task
@@ -20,7 +22,15 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 
 from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
-from .data import DocumentDataError, DocumentDataset, parse_window, plan_epoch, read_docids, steps_of
+from .data import (
+    DocumentDataError,
+    DocumentDataset,
+    EpochItems,
+    parse_window,
+    plan_epoch,
+    read_docids,
+    steps_of,
+)
 from .generator import DocumentSequenceGenerator
 
 logger = logging.getLogger(__name__)
@@ -48,6 +58,7 @@ class DocumentTranslationTask(TranslationTask):
 
     def __init__(self, cfg: DocumentTranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
+        self.training_plan: Optional[EpochItems] = None  # this worker's items of the current epoch
         parse_window(cfg.optimization_window)
         if cfg.distributed_world_size > 1 and cfg.ddp_backend not in DDP_BACKENDS:
             raise DocumentDataError(
@@ -115,6 +126,8 @@ class DocumentTranslationTask(TranslationTask):
             dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
             window=parse_window(self.cfg.optimization_window) if training else None,
         )
+        if training:
+            self.training_plan = items
         return iterators.EpochBatchIterator(
             dataset=items,
             collate_fn=items.collater,
@@ -128,6 +141,8 @@ class DocumentTranslationTask(TranslationTask):
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """One optimisation window: forward and backward sentence step by sentence step."""
+        if not ignore_grad:
+            self.rebuild_interrupted_memory(steps_of(sample)[0]["position"], model, criterion)
         model.train()
         model.set_num_updates(update_num)
 
@@ -140,6 +155,26 @@ class DocumentTranslationTask(TranslationTask):
             return criterion.forward_window(
                 model, steps_of(sample), backward=backward, stateless=ignore_grad
             )
+
+    def rebuild_interrupted_memory(self, position, model, criterion):
+        """Training resumed from a checkpoint saved inside a group (fairseq restores the data
+        order, not the memory): replay the group's earlier sentences, forward only and with
+        the current weights, so its documents continue with a memory of what they said."""
+        if position.step == 0 or criterion.carries.holds(position.stream):
+            return
+        earlier = self.training_plan.steps_before(position)
+        logger.info(
+            "resuming inside group %d: replaying its first %d sentence steps to rebuild the memory",
+            position.group, len(earlier),
+        )
+        device = next(model.parameters()).device
+        samples = [
+            utils.apply_to_sample(lambda t: t.to(device), self.training_plan.dataset.collate_step(step))
+            for step in earlier
+        ]
+        model.eval()
+        with torch.no_grad():
+            criterion.forward_window(model, samples)
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         if getattr(args, "score_reference", False):

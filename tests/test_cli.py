@@ -62,3 +62,24 @@ def test_fairseq_checkpoints_load_under_weights_only_default(tmp_path):
         capture_output=True, text=True,
     )
     assert without_plugin.returncode != 0, "torch no longer refuses fairseq checkpoints by default?"
+
+
+def test_resuming_inside_a_group_replays_it_and_follows_the_same_losses(data_bin, tmp_path):
+    """Stop after 2 one-step windows (inside the first group), resume to 5 updates: the resumed
+    run replays the group's first sentences to rebuild the memory, and its per-update losses
+    follow the uninterrupted run's (same data order; memory rebuilt with the current weights)."""
+    arguments = [a if a != "1-3" else "1" for a in TRAIN] + ["--max-tokens", "60", "--dropout", "0"]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    losses = lambda result: re.findall(r" loss=([0-9.]+)", result.stdout + result.stderr)  # noqa: E731
+    expected = losses(run([fairseq_command("fairseq-train"), str(data_bin), *arguments,
+                           "--save-dir", str(whole), "--max-update", "5"]))
+    first = losses(run([fairseq_command("fairseq-train"), str(data_bin), *arguments,
+                        "--save-dir", str(split), "--max-update", "2"]))
+    resumed = run([fairseq_command("fairseq-train"), str(data_bin), *arguments,
+                   "--save-dir", str(split), "--max-update", "5"])
+    log = resumed.stdout + resumed.stderr
+    assert "resuming inside group" in log and "replaying its first 2 sentence steps" in log
+    assert "continue from the initial memory" not in log
+    got = first + losses(resumed)
+    assert len(got) == len(expected) == 5
+    assert all(abs(float(a) - float(b)) < 0.01 for a, b in zip(got, expected)), (got, expected)

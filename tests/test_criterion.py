@@ -92,3 +92,28 @@ def test_memory_is_carried_across_windows_and_checked(data_bin):
     criterion.forward_window(model, second)
     with pytest.raises(MemoryCarryError, match="does not continue"):
         criterion.forward_window(model, second)
+
+
+def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin):
+    """With fixed weights, the memory rebuilt by replaying a group's first steps (what a
+    resumed run does) equals the memory an uninterrupted walk carried to that point."""
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "1")
+    make_reads_nonzero(model)
+    windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
+    target = next(w[0]["position"] for w in windows if w[0]["position"].step >= 2)
+    model.eval()
+    with torch.no_grad():
+        for window in windows:
+            if window[0]["position"] == target:
+                break
+            criterion.forward_window(model, window)
+    walked = criterion.carries.get(target)
+
+    _, _, resumed_criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "1")
+    assert not resumed_criterion.carries.holds(target.stream)
+    task.rebuild_interrupted_memory(target, model, resumed_criterion)
+    rebuilt = resumed_criterion.carries.get(target)
+    assert torch.equal(walked.lanes, rebuilt.lanes)
+    for name in walked.memory:
+        assert torch.allclose(walked.memory[name], rebuilt.memory[name], atol=1e-6)
+        assert torch.allclose(walked.states[name], rebuilt.states[name], atol=1e-6)
