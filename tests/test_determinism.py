@@ -1,0 +1,24 @@
+"""Same seed, same data: the same checkpoint on CPU and the same generated output."""
+import torch
+
+from conftest import PLUGIN, fairseq_command, run
+from test_cli import TRAIN
+
+
+def test_same_seed_same_checkpoint_and_translations(data_bin, tmp_path):
+    outputs = []
+    for attempt in ("first", "second"):
+        save_dir = tmp_path / attempt
+        run([fairseq_command("fairseq-train"), str(data_bin), *TRAIN, "--dropout", "0.2",
+             "--save-dir", str(save_dir), "--max-update", "3"])
+        generated = run([
+            fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", str(PLUGIN),
+            "--task", "document_translation", "--path", str(save_dir / "checkpoint_last.pt"),
+            "--beam", "3", "--max-tokens", "200", "--max-len-b", "20", "--cpu",
+        ])
+        outputs.append((torch.load(save_dir / "checkpoint_last.pt", weights_only=False)["model"],
+                        [line for line in generated.stdout.splitlines() if line[:2] in ("H-", "P-")]))
+    (first_model, first_lines), (second_model, second_lines) = outputs
+    assert first_model.keys() == second_model.keys()
+    assert all(torch.equal(first_model[key], second_model[key]) for key in first_model)
+    assert first_lines == second_lines and len(first_lines) > 0
