@@ -1,0 +1,240 @@
+"""Contrastive evaluation in context: the test-set readers, a scorer that carries the memory as
+training does, and the CLI on models trained through fairseq-train, where only the memory model
+can tell the right pronoun."""
+import json
+import shutil
+import sys
+
+import pytest
+import torch
+from fairseq.sequence_scorer import SequenceScorer
+
+from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run
+from memory_nmt import synthetic
+from memory_nmt.contrastive import (
+    ContrastiveDataError,
+    ContrastiveItem,
+    contrapro_groups,
+    read_context_files,
+    read_joined_lines,
+    read_voita_json,
+    score_items,
+)
+from test_model import walk_document_batches
+
+
+def write(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+# Readers
+
+
+def test_contrapro_layout_groups_by_json_and_drops_empty_context(tmp_path):
+    contrapro = tmp_path / "contrapro.json"
+    contrapro.write_text(json.dumps([
+        {"errors": [{"contrastive": "sie ist rot ."}, {"contrastive": "es ist rot ."}], "ante distance": 1},
+        {"errors": [{"contrastive": "er ist alt ."}], "ante distance": 0},
+    ]))
+    files = [
+        write(tmp_path / "c.context.en", ["", "i saw a table .", "", "i saw a table .", "", "i saw a table .",
+                                          "we sat .", "i saw a cup .", "we sat .", "i saw a cup ."]),
+        write(tmp_path / "c.text.en", ["it is red ."] * 3 + ["it is old ."] * 2),
+        write(tmp_path / "c.context.de", ["", "ich sah einen tisch .", "", "ich sah einen tisch .", "",
+                                          "ich sah einen tisch .", "wir sassen .", "ich sah eine tasse .",
+                                          "wir sassen .", "ich sah eine tasse ."]),
+        write(tmp_path / "c.text.de", ["er ist rot .", "sie ist rot .", "es ist rot .", "sie ist alt .", "er ist alt ."]),
+    ]
+    sizes, distances = contrapro_groups(contrapro)
+    first, second = read_context_files(*files, context_size=2, group_sizes=sizes, distances=distances)
+    assert (first.context_source, first.context_target) == (["i saw a table ."], ["ich sah einen tisch ."])
+    assert first.candidates == ["er ist rot .", "sie ist rot .", "es ist rot ."] and first.distance == 1
+    assert second.context_source == ["we sat .", "i saw a cup ."] and second.candidates[0] == "sie ist alt ."
+    assert second.where.endswith("c.text.en:4")
+    with pytest.raises(ContrastiveDataError, match=r"short\.de: 9 lines, expected 10"):
+        read_context_files(files[0], files[1], write(tmp_path / "short.de", ["x"] * 9), files[3], context_size=2)
+
+
+def test_bawden_pairs_need_the_group_size_when_sources_repeat(tmp_path):
+    files = [
+        write(tmp_path / "a.prev.en", ["the buildings are done ."] * 4),
+        write(tmp_path / "a.current.en", ["they are full ."] * 4),
+        write(tmp_path / "a.prev.fr", ["les batiments sont finis ."] * 2 + ["les maisons sont finies ."] * 2),
+        write(tmp_path / "a.current.fr", ["ils sont pleins .", "elles sont pleines .",
+                                          "elles sont pleines .", "ils sont pleins ."]),
+    ]
+    pairs = read_context_files(*files, group_size=2)
+    assert [(i.context_target, i.candidates[0]) for i in pairs] == [
+        (["les batiments sont finis ."], "ils sont pleins ."), (["les maisons sont finies ."], "elles sont pleines .")]
+    assert len(read_context_files(*files)) == 2  # equal source and context: the same two items
+    with pytest.raises(ContrastiveDataError, match=r"a\.current\.en:3: this candidate's source or context differs"):
+        read_context_files(*files, group_size=4)
+
+
+def test_voita_json_and_scoring_lines(tmp_path):
+    groups = [  # as in deixis_test: two items per source, their target contexts differ
+        ("hi . _eos you came .", ["salut . _eos tu es venu .", "salut . _eos vous etes venu ."]),
+        ("hi . _eos you came .", ["bonjour . _eos vous etes venu .", "bonjour . _eos tu es venu ."]),
+    ]
+    path = tmp_path / "deixis_test.json"
+    path.write_text(json.dumps([{"src": s, "dst": d, "true_ind": i, "ctx_dist": 1} for i, (s, d) in enumerate(groups)]))
+    items = read_voita_json(path)
+    assert [(i.context_target, i.source, i.correct, i.distance) for i in items] == [
+        (["salut ."], "you came .", 0, 1), (["bonjour ."], "you came .", 1, 1)]
+    assert items[1].candidates == ["vous etes venu .", "tu es venu ."]
+
+    src = write(tmp_path / "deixis_test.src", [s for s, d in groups for _ in d])
+    dst = write(tmp_path / "deixis_test.dst", [c for _, d in groups for c in d])
+    lines = read_joined_lines(src, dst)
+    assert [(i.context_target, i.candidates) for i in lines] == [(i.context_target, i.candidates) for i in items[:1]] + [
+        (["bonjour ."], ["vous etes venu .", "tu es venu ."])]
+    with pytest.raises(ContrastiveDataError, match=r"bad\.src:2 has 1 .* but .*deixis_test\.dst:2 has 2"):
+        read_joined_lines(write(tmp_path / "bad.src", ["hi . _eos you came .", "you came ."] * 2), dst)
+
+
+# Scorer
+
+
+def document_items(raw, split="test"):
+    """Items of a split's own documents: each sentence after the first, in context, against the
+    target of another sentence; the same documents the task's batches hold."""
+    sources = (raw / f"{split}.flat.en").read_text().splitlines()
+    targets = (raw / f"{split}.flat.de").read_text().splitlines()
+    docids = (raw / f"{split}.docids").read_text().splitlines()
+    items = []
+    for line in range(len(sources)):
+        start = docids.index(docids[line])
+        if line > start:
+            items.append((line, ContrastiveItem(
+                sources[start:line], targets[start:line], sources[line],
+                [targets[line], targets[(line + 1) % len(targets)]], correct=0, where=f"line {line}")))
+    return items
+
+
+def reference_scores(task, steps, logits):
+    """Summed log-probabilities of each sentence's reference, from walking whole documents."""
+    dataset = task.dataset("test")
+    scores = {}
+    for sentence, sentence_logits in logits.items():
+        target = dataset[sentence]["target"]
+        log_probs = torch.log_softmax(sentence_logits[: target.numel()].float(), dim=-1)
+        scores[sentence] = log_probs.gather(-1, target.unsqueeze(-1)).sum().item()
+    return scores
+
+
+def test_scorer_carries_the_memory_as_training_does(data_bin):
+    task, model, _, _ = build(data_bin, *TINY_MODEL)
+    make_reads_nonzero(model)
+    model.eval()
+    steps = batches(task, "test")
+    walked = reference_scores(task, steps, walk_document_batches(model, steps))
+    lines, items = zip(*document_items(data_bin.parent / "raw"))
+    assert len({len(i.context_source) for i in items}) > 2, "items of several context lengths"
+    scores = score_items(model, task, items, max_tokens=60)  # many batches
+    for line, item_scores in zip(lines, scores):
+        assert item_scores[0] == pytest.approx(walked[line], abs=1e-4)
+    alone = [score_items(model, task, [item])[0] for item in items[:4]]
+    torch.testing.assert_close(torch.tensor(alone), torch.tensor(scores[:4]), rtol=0, atol=1e-4)
+
+    other = next(i for i in items if len(i.context_source) == len(items[0].context_source)
+                 and i.context_source != items[0].context_source)
+    swapped = ContrastiveItem(other.context_source, other.context_target,
+                              items[0].source, items[0].candidates, 0, "swapped")
+    assert abs(score_items(model, task, [swapped])[0][0] - scores[0][0]) > 1e-3, "another item's context changes nothing"
+
+
+def test_scores_are_fairseq_sequence_scores_without_memory_reads(data_bin):
+    _, plain, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS, task="translation")
+    task, model, _, _ = build(data_bin, *TINY_MODEL)
+    model.load_state_dict(plain.state_dict())  # the Output Attention adds nothing: the plain model
+    _, items = zip(*document_items(data_bin.parent / "raw"))
+    plain_scores = score_items(plain.eval(), task, items)
+    torch.testing.assert_close(torch.tensor(score_items(model, task, items)), torch.tensor(plain_scores), rtol=0, atol=1e-4)
+
+    scorer = SequenceScorer(task.target_dictionary)
+    item = items[0]
+    encode = lambda d, s: d.encode_line(s, add_if_not_exist=False).long()  # noqa: E731
+    for candidate, score in zip(item.candidates, plain_scores[0]):
+        sample = {"net_input": {"src_tokens": encode(task.source_dictionary, item.source)[None],
+                                "src_lengths": torch.tensor([len(item.source.split()) + 1]),
+                                "prev_output_tokens": torch.cat([torch.tensor([task.target_dictionary.eos()]),
+                                                                 encode(task.target_dictionary, candidate)[:-1]])[None]},
+                  "target": encode(task.target_dictionary, candidate)[None]}
+        assert scorer.generate([plain], sample)[0][0]["positional_scores"].sum().item() == pytest.approx(score, abs=1e-4)
+
+
+# The command line on trained models
+
+TRAINING = [
+    "--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "64", "--decoder-embed-dim", "64",
+    "--encoder-ffn-embed-dim", "128", "--decoder-ffn-embed-dim", "128", "--encoder-attention-heads", "4",
+    "--decoder-attention-heads", "4", "--share-all-embeddings", "--dropout", "0.0",
+    "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0", "--lr", "3e-3",
+    "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "50", "--warmup-init-lr", "1e-7",
+    "--label-smoothing", "0.1", "--max-tokens", "512", "--max-update", "120", "--disable-validation",
+    "--save-interval", "1000", "--no-epoch-checkpoints", "--cpu", "--seed", "1", "--user-dir", str(PLUGIN),
+]
+MODELS = {
+    "memory": ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
+               "--criterion", "document_label_smoothed_cross_entropy", "--optimization-window", "2-4",
+               "--memory-size", "4"],
+    "sentence": ["--task", "translation", "--arch", "transformer", "--criterion", "label_smoothed_cross_entropy",
+                 "--required-batch-size-multiple", "1"],
+}
+
+
+def pronoun_documents(count, seed):
+    """Documents cut after their pronoun sentence: a topic sentence, perhaps a sense sentence, a
+    noun, then "it" one sentence later (4-sentence documents hold exactly one such pronoun)."""
+    documents = []
+    for document in synthetic.generate_documents(count, seed=seed, min_sentences=4, max_sentences=4):
+        (word,) = [w for w in document.context_words if w.phenomenon == "pronoun"]
+        end = word.sentence + 1
+        documents.append(synthetic.Document(document.source[:end], document.target[:end], [word]))
+    return documents
+
+
+def voita_entries(documents):
+    """One item per pronoun: the document so far, the reference and each wrong pronoun."""
+    entries = []
+    for document in documents:
+        for word in document.context_words:
+            reference = document.target[word.sentence]
+            candidates = [reference] + [" ".join(alternative if token == word.correct else token
+                                                 for token in reference.split()) for alternative in word.alternatives]
+            entries.append({
+                "src": " _eos ".join(document.source[: word.sentence + 1]),
+                "dst": [" _eos ".join(document.target[: word.sentence] + [c]) for c in candidates],
+                "true_ind": 0, "ctx_dist": word.distance,
+            })
+    return entries
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A memory model and a sentence model trained for the same 120 updates on 600 documents."""
+    root = tmp_path_factory.mktemp("contrastive")
+    synthetic.write_documents(pronoun_documents(600, seed=1), str(root / "raw" / "train"))
+    run([fairseq_command("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
+         "--trainpref", str(root / "raw" / "train.flat"), "--destdir", str(root / "bin"),
+         "--joined-dictionary", "--workers", "1"])
+    shutil.copy(root / "raw" / "train.docids", root / "bin" / "train.en-de.docids")
+    for name, arguments in MODELS.items():
+        run([fairseq_command("fairseq-train"), str(root / "bin"), *arguments, *TRAINING,
+             "--save-dir", str(root / name)])
+    return root
+
+
+def test_only_the_memory_model_tells_the_pronoun(trained):
+    items = trained / "pronouns.json"
+    items.write_text(json.dumps(voita_entries(pronoun_documents(40, seed=2))))
+    result = run([sys.executable, str(REPO / "scripts" / "contrastive_eval.py"), "--json", "--cpu",
+                  "--path", str(trained / "memory" / "checkpoint_last.pt"), "--data", str(trained / "bin"),
+                  "--sentence-model", str(trained / "sentence" / "checkpoint_last.pt"),
+                  "--format", "voita", str(items)])
+    accuracy = json.loads(result.stdout)
+    assert accuracy["memory"]["all"]["total"] == accuracy["sentence"]["all"]["total"] == 40
+    assert accuracy["memory"]["all"]["accuracy"] == 1.0
+    assert accuracy["sentence"]["all"]["accuracy"] <= 0.5
+    assert accuracy["memory"]["1"] == accuracy["memory"]["all"]
