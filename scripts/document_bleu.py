@@ -9,14 +9,12 @@ d-BLEU is corpus BLEU over documents, each document's sentences joined with a sp
 """
 import argparse
 import json
-import re
 import sys
 
 from sacrebleu.metrics import BLEU
-from text_files import TextFileError, read_lines
 
-GENERATE_LINE = re.compile(r"([A-Z])-(\d+)\t(.*)")
-SHOWN_IDS = 5
+from generate_texts import read_hypotheses, read_references
+from text_files import TextFileError, read_lines
 
 
 class DocumentBleuError(TextFileError):
@@ -39,40 +37,6 @@ def read_docids(path):
             )
         first_line.setdefault(docid, number)
     return docids
-
-
-def read_generate_output(path, kind):
-    """{sentence id: [texts]} of the ``kind`` lines (S, T, H or D) of fairseq-generate output."""
-    texts = {}
-    for line in read_lines(path):
-        match = GENERATE_LINE.fullmatch(line)
-        if match and match[1] == kind:
-            text = match[3].partition("\t")[2] if kind in "HD" else match[3]
-            texts.setdefault(int(match[2]), []).append(text)
-    return texts
-
-
-def in_id_order(texts, count, what):
-    """The texts of ids 0..count-1 in order; an error if any id is missing, repeated or extra."""
-    missing = [i for i in range(count) if i not in texts]
-    repeated = sorted(i for i, found in texts.items() if len(found) > 1)
-    extra = sorted(i for i in texts if i >= count)
-    if missing or repeated or extra:
-        problems = [
-            f"{label} {', '.join(map(str, ids[:SHOWN_IDS]))}{' ...' * (len(ids) > SHOWN_IDS)} "
-            f"({len(ids)} in all)"
-            for label, ids in (("missing ids", missing), ("repeated ids", repeated),
-                               ("ids beyond the docids file", extra))
-            if ids
-        ]
-        raise DocumentBleuError(
-            f"{what} should have ids 0..{count - 1} once each ({count} sentences in the docids "
-            f"file) but has {sum(map(len, texts.values()))} lines: {'; '.join(problems)}. Score "
-            "the full output of one fairseq-generate run with the docids of its split; run it with "
-            "--nbest 1 and --required-batch-size-multiple 1 (by default fairseq drops a last "
-            "batch whose size is not a multiple of 8)"
-        )
-    return [texts[i][0] for i in range(count)]
 
 
 def score_documents(hypotheses, references, docids):
@@ -129,25 +93,8 @@ def main(argv=None):
     try:
         docids = read_docids(args.docids)
         count = len(docids)
-        hypotheses = read_generate_output(args.generate_output, args.hypothesis_lines)
-        if not hypotheses:
-            raise DocumentBleuError(
-                f"{args.generate_output}: no {args.hypothesis_lines}- lines; pass the output of "
-                "fairseq-generate run without --quiet"
-            )
-        hypotheses = in_id_order(
-            hypotheses, count, f"the {args.hypothesis_lines}- lines of {args.generate_output}"
-        )
-        if args.reference:
-            references = read_lines(args.reference)
-            if len(references) != count:
-                raise DocumentBleuError(
-                    f"{args.reference} has {len(references)} lines but {args.docids} has {count}; "
-                    "pass the reference of the same split, one sentence per line"
-                )
-        else:
-            references = in_id_order(read_generate_output(args.generate_output, "T"), count,
-                                     f"the T- lines of {args.generate_output}")
+        hypotheses = read_hypotheses(args.generate_output, count, args.hypothesis_lines)
+        references = read_references(args.generate_output, count, args.reference)
         scores = score_documents(hypotheses, references, docids)
     except TextFileError as error:
         sys.exit(f"error: {error}")

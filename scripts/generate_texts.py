@@ -1,0 +1,76 @@
+"""Hypotheses and references of one fairseq-generate output, in corpus order.
+
+Shared by document_bleu.py and the analysis scripts (bleu_by_position.py,
+memory_size_sweep.py): the hypotheses are the D- (or H-) lines, the references the T- lines or
+a raw reference file, and every sentence id of the split must be present exactly once.
+"""
+import re
+
+from text_files import TextFileError, read_lines
+
+GENERATE_LINE = re.compile(r"([A-Z])-(\d+)\t(.*)")
+SHOWN_IDS = 5
+
+
+class GenerateOutputError(TextFileError):
+    """fairseq-generate output that does not cover its split: names the file and the ids."""
+
+
+
+
+def read_generate_output(path, kind):
+    """{sentence id: [texts]} of the ``kind`` lines (S, T, H or D) of fairseq-generate output."""
+    texts = {}
+    for line in read_lines(path):
+        match = GENERATE_LINE.fullmatch(line)
+        if match and match[1] == kind:
+            text = match[3].partition("\t")[2] if kind in "HD" else match[3]
+            texts.setdefault(int(match[2]), []).append(text)
+    return texts
+
+
+def in_id_order(texts, count, what):
+    """The texts of ids 0..count-1 in order; an error if any id is missing, repeated or extra."""
+    missing = [i for i in range(count) if i not in texts]
+    repeated = sorted(i for i, found in texts.items() if len(found) > 1)
+    extra = sorted(i for i in texts if i >= count)
+    if missing or repeated or extra:
+        problems = [
+            f"{label} {', '.join(map(str, ids[:SHOWN_IDS]))}{' ...' * (len(ids) > SHOWN_IDS)} "
+            f"({len(ids)} in all)"
+            for label, ids in (("missing ids", missing), ("repeated ids", repeated),
+                               ("ids beyond the docids file", extra))
+            if ids
+        ]
+        raise GenerateOutputError(
+            f"{what} should have ids 0..{count - 1} once each ({count} sentences in the docids "
+            f"file) but has {sum(map(len, texts.values()))} lines: {'; '.join(problems)}. Score "
+            "the full output of one fairseq-generate run with the docids of its split; run it with "
+            "--nbest 1 and --required-batch-size-multiple 1 (by default fairseq drops a last "
+            "batch whose size is not a multiple of 8)"
+        )
+    return [texts[i][0] for i in range(count)]
+
+
+def read_hypotheses(path, count, hypothesis_lines="D"):
+    """The ``hypothesis_lines`` (D or H) texts of ``path`` for sentence ids 0..count-1."""
+    hypotheses = read_generate_output(path, hypothesis_lines)
+    if not hypotheses:
+        raise GenerateOutputError(
+            f"{path}: no {hypothesis_lines}- lines; pass the output of fairseq-generate run "
+            "without --quiet"
+        )
+    return in_id_order(hypotheses, count, f"the {hypothesis_lines}- lines of {path}")
+
+
+def read_references(path, count, reference=None):
+    """The T- lines of ``path`` for ids 0..count-1, or the lines of the raw ``reference`` file."""
+    if reference is None:
+        return in_id_order(read_generate_output(path, "T"), count, f"the T- lines of {path}")
+    references = read_lines(reference)
+    if len(references) != count:
+        raise GenerateOutputError(
+            f"{reference} has {len(references)} lines but the docids file has {count}; pass the "
+            "reference of the same split, one sentence per line"
+        )
+    return references

@@ -1,0 +1,211 @@
+"""Memory-size sweep (paper Figure 2): s-BLEU and d-BLEU against the memory size d_M.
+
+For each size, finetunes a ``transformer_recurrent_memory`` from a sentence-level checkpoint
+with fairseq-train (``--finetune-from-model``: the plugin's ``load_state_dict`` gives the
+memory parameters their initialisation, everything else comes from the checkpoint), translates
+the split with fairseq-generate, scores it with document_bleu.py's ``score_documents``, and
+finally prints a table (size, s-BLEU, d-BLEU) and plots BLEU against the size.
+
+    python scripts/memory_size_sweep.py --data data-bin --sentence-checkpoint sent.pt \
+        --sizes 4,8,16,32 --workdir sweep --train-args "--lr 5e-4 --max-tokens 4096 ..." \
+        [--gen-args "--beam 5 --max-tokens 4096"]
+
+--train-args and --gen-args are passed to fairseq-train and fairseq-generate as they are
+(the model's dimensions must be the sentence checkpoint's; --arch transformer_recurrent_memory
+and --criterion document_label_smoothed_cross_entropy come first, so --train-args may change
+them); the sweep sets the task, the memory size, the save directory and the checkpoint to
+finetune from, and refuses them in --train-args / --gen-args. Everything of size N
+goes to WORKDIR/size-N/: checkpoints/, train.log, generate.txt (+ .stderr) and scores.json,
+each written only once its step succeeded; a size whose scores.json exists is skipped, and a
+rerun resumes an interrupted one (fairseq-train continues from checkpoint_last.pt).
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from document_bleu import read_docids, score_documents  # noqa: E402
+from generate_texts import read_hypotheses, read_references  # noqa: E402
+from text_files import TextFileError  # noqa: E402
+
+PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
+SET_BY_SWEEP = ("--memory-size", "--save-dir", "--finetune-from-model", "--user-dir", "--task",
+                "--path", "--gen-subset")
+TRAIN_DEFAULTS = ["--arch", "transformer_recurrent_memory",
+                  "--criterion", "document_label_smoothed_cross_entropy"]
+TAIL_LINES = 30
+
+
+class SweepError(RuntimeError):
+    """A step failed or an option is wrong; the message says which and what to do."""
+
+
+def parse_sizes(spec):
+    """"4,8,16" -> [4, 8, 16]: distinct positive memory sizes, in increasing order."""
+    parts = [part.strip() for part in spec.split(",") if part.strip()]
+    if not parts or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise SweepError(f"--sizes {spec!r}: give comma-separated positive memory sizes, e.g. 4,8,16")
+    return sorted({int(part) for part in parts})
+
+
+def passed_args(text, option):
+    """``text`` split as a shell would, refusing the options the sweep sets itself."""
+    args = shlex.split(text)
+    taken = sorted({arg.split("=")[0] for arg in args} & set(SET_BY_SWEEP))
+    if taken:
+        raise SweepError(f"{option} sets {', '.join(taken)}, which the sweep sets itself; remove it")
+    return args
+
+
+def find_docids(data, split):
+    found = sorted(Path(data).glob(f"{split}.*-*.docids"))
+    if len(found) != 1:
+        raise SweepError(
+            f"{data}: expected one {split}.SRC-TGT.docids beside the binarized data, found "
+            f"{len(found)}; pass --docids"
+        )
+    return found[0]
+
+
+def run_step(title, command, output):
+    """Run ``command``; its stdout goes to ``output``, written only if it succeeds."""
+    print(f"  {title}: {shlex.join(command)}", flush=True)
+    partial = output.with_name(output.name + ".partial")
+    errors = output.with_name(output.name + ".stderr")
+    with open(partial, "w", encoding="utf-8") as out, open(errors, "w", encoding="utf-8") as err:
+        returncode = subprocess.run(command, stdout=out, stderr=err, env=dict(os.environ)).returncode
+    if returncode != 0:
+        tail = (partial.read_text(encoding="utf-8") + errors.read_text(encoding="utf-8")).splitlines()
+        raise SweepError(
+            f"{title} failed with exit status {returncode}:\n  {shlex.join(command)}\nlast lines "
+            f"(all in {partial} and {errors}):\n" + "\n".join(tail[-TAIL_LINES:])
+        )
+    partial.rename(output)
+
+
+def train(args, size, directory):
+    log = directory / "train.log"
+    if log.exists():
+        print(f"  training: {log} exists, skipped")
+        return
+    run_step(f"training memory size {size}", [
+        sys.executable, "-m", "fairseq_cli.train", str(args.data), "--user-dir", str(PLUGIN),
+        "--task", "document_translation", *TRAIN_DEFAULTS, *passed_args(args.train_args, "--train-args"),
+        "--memory-size", str(size), "--finetune-from-model", str(args.sentence_checkpoint),
+        "--save-dir", str(directory / "checkpoints"),
+    ], log)
+
+
+def generate(args, size, directory):
+    output = directory / "generate.txt"
+    if output.exists():
+        print(f"  translating: {output} exists, skipped")
+        return output
+    checkpoint = directory / "checkpoints" / args.checkpoint_name
+    if not checkpoint.exists():
+        raise SweepError(
+            f"{checkpoint} does not exist after training memory size {size} (see "
+            f"{directory / 'train.log'}); pass --checkpoint-name of a checkpoint fairseq-train saves"
+        )
+    run_step(f"translating {args.split} with memory size {size}", [
+        sys.executable, "-m", "fairseq_cli.generate", str(args.data), "--user-dir", str(PLUGIN),
+        "--task", "document_translation", "--gen-subset", args.split, "--path", str(checkpoint),
+        *passed_args(args.gen_args, "--gen-args"),
+    ], output)
+    return output
+
+
+def score(output, docids, hypothesis_lines):
+    count = len(docids)
+    hypotheses = read_hypotheses(output, count, hypothesis_lines)
+    return score_documents(hypotheses, read_references(output, count), docids)
+
+
+def sweep_size(args, size, docids):
+    """The scores of one memory size, from WORKDIR/size-N/scores.json or by running it."""
+    directory = args.workdir / f"size-{size}"
+    scores_path = directory / "scores.json"
+    print(f"memory size {size}:", flush=True)
+    if scores_path.exists():
+        print(f"  {scores_path} exists, skipped")
+        return json.loads(scores_path.read_text(encoding="utf-8"))
+    directory.mkdir(parents=True, exist_ok=True)
+    train(args, size, directory)
+    scores = {"memory_size": size, **score(generate(args, size, directory), docids, args.hypothesis_lines)}
+    scores_path.write_text(json.dumps(scores, indent=1) + "\n", encoding="utf-8")
+    return scores
+
+
+def format_table(results):
+    header = f"{'memory size':>11} {'s-BLEU':>7} {'d-BLEU':>7}"
+    lines = [header, "-" * len(header)]
+    lines += [f"{r['memory_size']:>11} {r['s_bleu']:>7.2f} {r['d_bleu']:>7.2f}" for r in results]
+    return "\n".join(lines)
+
+
+def plot(results, path):
+    sizes = [r["memory_size"] for r in results]
+    figure, axes = plt.subplots(figsize=(6, 4))
+    axes.plot(sizes, [r["s_bleu"] for r in results], marker="o", label="s-BLEU")
+    axes.plot(sizes, [r["d_bleu"] for r in results], marker="s", label="d-BLEU")
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(sizes, [str(size) for size in sizes])
+    axes.set_xlabel("memory size (slots)")
+    axes.set_ylabel("BLEU")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="binarized data directory")
+    parser.add_argument("--sentence-checkpoint", type=Path, required=True,
+                        help="sentence-level transformer checkpoint to finetune from")
+    parser.add_argument("--sizes", default="4,8,16,32", help="memory sizes (default: 4,8,16,32)")
+    parser.add_argument("--workdir", type=Path, required=True, help="directory of all runs")
+    parser.add_argument("--train-args", default="", help="more fairseq-train options, one string")
+    parser.add_argument("--gen-args", default="--beam 5 --max-tokens 4096",
+                        help="more fairseq-generate options, one string (default: %(default)s)")
+    parser.add_argument("--split", default="test", help="split to translate and score (default: test)")
+    parser.add_argument("--docids", type=Path, help="docids of --split (default: DATA/SPLIT.*-*.docids)")
+    parser.add_argument("--checkpoint-name", default="checkpoint_best.pt",
+                        help="checkpoint of each run to translate with (default: %(default)s)")
+    parser.add_argument("--hypothesis-lines", choices=["D", "H"], default="D",
+                        help="D: detokenized hypotheses (default); H: the model's tokens")
+    parser.add_argument("--plot", type=Path, help="PNG to write (default: WORKDIR/memory_size_sweep.png)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        sizes = parse_sizes(args.sizes)
+        if not args.sentence_checkpoint.exists():
+            raise SweepError(f"{args.sentence_checkpoint}: no such checkpoint; pass --sentence-checkpoint")
+        passed_args(args.train_args, "--train-args")
+        passed_args(args.gen_args, "--gen-args")
+        docids = read_docids(args.docids or find_docids(args.data, args.split))
+        results = [sweep_size(args, size, docids) for size in sizes]
+    except (SweepError, TextFileError) as error:
+        sys.exit(f"error: {error}")
+    plot_path = args.plot or args.workdir / "memory_size_sweep.png"
+    print(format_table(results))
+    print(f"signature: {results[0]['signature']}")
+    plot_path.parent.mkdir(parents=True, exist_ok=True)
+    plot(results, plot_path)
+    print(f"plot: {plot_path}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""Tests of the analysis scripts: s-BLEU by sentence position (paper Figure 3), memory
+attention maps (Figures 6-7) and the memory-size sweep (Figure 2).
+
+Position BLEU runs on hand-made fairseq-generate outputs whose per-bucket BLEU is known. The
+sweep finetunes tiny memory models of two sizes from a few-update sentence-level transformer
+on conftest's synthetic corpus, through the real fairseq command lines; the attention maps are
+drawn from one of its checkpoints.
+"""
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from fairseq import checkpoint_utils
+from sacrebleu.metrics import BLEU
+
+from conftest import PLUGIN, REPO, TINY_DIMS, batches, fairseq_command, run
+
+sys.path.insert(0, str(REPO / "scripts"))
+import bleu_by_position  # noqa: E402
+import memory_attention_maps  # noqa: E402
+import memory_size_sweep  # noqa: E402
+
+SIZES = (2, 4)
+FEW_UPDATES = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "200", "--max-update", "2",
+               "--cpu", "--seed", "1", "--no-epoch-checkpoints", "--log-format", "simple"]
+
+
+# --- s-BLEU by sentence position -------------------------------------------------------------
+
+DOCIDS = ["a", "a", "a", "a", "b", "b", "b"]  # positions 1 2 3 4 1 2 3
+REFERENCES = [
+    "the cat sat on the mat .", "it was a sunny day .", "then it went home .",
+    "the dog barked all night long .", "markets fell sharply on monday .",
+    "investors were worried about inflation .", "a new study says coffee is good for you .",
+]
+WRONG = "zebra quantum violin"
+
+
+def generate_output(hypotheses, order=(3, 0, 6, 1, 5, 2, 4)):
+    """fairseq-generate lines, ids out of order, with a logging line in between."""
+    lines = ["2024-01-01 10:00:00 | INFO | fairseq_cli.generate | loading model"]
+    for i in order:
+        lines += [f"S-{i}\tsource {i}", f"T-{i}\t{REFERENCES[i]}",
+                  f"H-{i}\t-0.5\t{hypotheses[i]}", f"D-{i}\t-0.5\t{hypotheses[i]}", f"P-{i}\t-0.1"]
+    return "\n".join(lines) + "\n"
+
+
+def position_bleu(tmp_path, memory, sentence, *options, sentence_text=None):
+    (tmp_path / "docids").write_text("\n".join(DOCIDS) + "\n")
+    (tmp_path / "memory.txt").write_text(generate_output(memory))
+    (tmp_path / "sentence.txt").write_text(sentence_text or generate_output(sentence))
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bleu_by_position.py"),
+         "--docids", str(tmp_path / "docids"), "--memory", str(tmp_path / "memory.txt"),
+         "--sentence", str(tmp_path / "sentence.txt"), "--bucket", "2",
+         "--plot", str(tmp_path / "position.png"), *options],
+        capture_output=True, text=True,
+    )
+
+
+def table_rows(stdout):
+    """(positions, sentences, memory, sentence, difference) of the printed table."""
+    rows = []
+    for line in stdout.splitlines():
+        cells = line.split()
+        if len(cells) == 5 and cells[0][0].isdigit():
+            rows.append((cells[0], int(cells[1]), *map(float, cells[2:])))
+    return rows
+
+
+def test_position_buckets_follow_document_positions():
+    assert bleu_by_position.document_positions(DOCIDS) == [1, 2, 3, 4, 1, 2, 3]
+    assert bleu_by_position.position_buckets([1, 2, 3, 4, 1, 2, 3], 2) == [
+        (1, 2, [0, 1, 4, 5]), (3, 4, [2, 3, 6])
+    ]
+
+
+def test_bleu_by_position_perfect_then_wrong(tmp_path):
+    perfect = list(REFERENCES)
+    late_wrong = [WRONG if position > 2 else reference
+                  for reference, position in zip(REFERENCES, [1, 2, 3, 4, 1, 2, 3])]
+    result = position_bleu(tmp_path, perfect, late_wrong)
+    assert result.returncode == 0, result.stderr
+    assert table_rows(result.stdout) == [("1-2", 4, 100.0, 100.0, 0.0), ("3-4", 3, 100.0, 0.0, 100.0)]
+    assert (tmp_path / "position.png").stat().st_size > 0
+
+    swapped = position_bleu(tmp_path, late_wrong, perfect)
+    assert [row[-1] for row in table_rows(swapped.stdout)] == [0.0, -100.0]
+
+
+def test_bleu_by_position_is_corpus_bleu_of_each_bucket(tmp_path):
+    memory = [r.replace("the", "a") for r in REFERENCES]
+    sentence = [" ".join(r.split()[:-2]) for r in REFERENCES]
+    result = position_bleu(tmp_path, memory, sentence)
+    assert result.returncode == 0, result.stderr
+    for (_, count, memory_bleu, sentence_bleu, difference), ids in zip(
+        table_rows(result.stdout), ([0, 1, 4, 5], [2, 3, 6])
+    ):
+        references = [[REFERENCES[i] for i in ids]]
+        expected_memory = BLEU().corpus_score([memory[i] for i in ids], references).score
+        expected_sentence = BLEU().corpus_score([sentence[i] for i in ids], references).score
+        assert count == len(ids)
+        assert memory_bleu == pytest.approx(expected_memory, abs=0.005)
+        assert sentence_bleu == pytest.approx(expected_sentence, abs=0.005)
+        assert difference == pytest.approx(expected_memory - expected_sentence, abs=0.01)
+
+
+def test_bleu_by_position_refuses_mismatched_outputs(tmp_path):
+    other_references = generate_output(REFERENCES).replace("T-2\tthen it went home .", "T-2\tother")
+    result = position_bleu(tmp_path, REFERENCES, REFERENCES, sentence_text=other_references)
+    assert result.returncode != 0
+    assert "differ at sentence id 2" in result.stderr and "sentence.txt" in result.stderr
+
+    missing = "\n".join(l for l in generate_output(REFERENCES).splitlines() if not l.startswith("D-5"))
+    result = position_bleu(tmp_path, REFERENCES, REFERENCES, sentence_text=missing + "\n")
+    assert result.returncode != 0
+    assert "sentence.txt" in result.stderr and "missing ids 5" in result.stderr
+    assert not (tmp_path / "position.png").exists()
+
+
+# --- memory-size sweep -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sentence_checkpoint(data_bin, tmp_path_factory):
+    """A plain transformer of the tiny dimensions after a few updates."""
+    save_dir = tmp_path_factory.mktemp("sentence")
+    run([fairseq_command("fairseq-train"), str(data_bin), "--user-dir", str(PLUGIN),
+         "--task", "translation", "--required-batch-size-multiple", "1", "--arch", "transformer",
+         *TINY_DIMS, "--criterion", "label_smoothed_cross_entropy", *FEW_UPDATES, "--save-dir", str(save_dir)])
+    return save_dir / "checkpoint_last.pt"
+
+
+def sweep_argv(data_bin, checkpoint, workdir):
+    return [
+        "--data", str(data_bin), "--sentence-checkpoint", str(checkpoint),
+        "--sizes", ",".join(map(str, reversed(SIZES))), "--workdir", str(workdir),
+        "--train-args", " ".join([*TINY_DIMS, *FEW_UPDATES, "--optimization-window", "1-3"]),
+        "--gen-args", "--beam 2 --max-tokens 200 --max-len-b 20 --cpu",
+    ]
+
+
+@pytest.fixture(scope="module")
+def sweep(data_bin, sentence_checkpoint, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("sweep")
+    return workdir, memory_size_sweep.main(sweep_argv(data_bin, sentence_checkpoint, workdir))
+
+
+def test_sweep_finetunes_each_size_and_scores_it(sweep, sentence_checkpoint):
+    workdir, results = sweep
+    assert [r["memory_size"] for r in results] == list(SIZES)
+    for result in results:
+        assert math.isfinite(result["s_bleu"]) and math.isfinite(result["d_bleu"])
+        assert 0 <= result["s_bleu"] <= 100 and 0 <= result["d_bleu"] <= 100
+        directory = workdir / f"size-{result['memory_size']}"
+        assert f"Loaded checkpoint {sentence_checkpoint}" in (directory / "train.log").read_text()
+        state = checkpoint_utils.load_checkpoint_to_cpu(str(directory / "checkpoints" / "checkpoint_best.pt"))
+        assert state["cfg"]["model"].memory_size == result["memory_size"]
+        assert state["model"]["decoder.layers.1.memory.initial_memory"].size(0) == result["memory_size"]
+    assert (workdir / "memory_size_sweep.png").stat().st_size > 0
+
+
+def test_sweep_rerun_skips_finished_sizes(sweep, data_bin, sentence_checkpoint, capsys):
+    workdir, results = sweep
+    again = memory_size_sweep.main(sweep_argv(data_bin, sentence_checkpoint, workdir))
+    printed = capsys.readouterr().out
+    assert again == results
+    assert printed.count("scores.json exists, skipped") == len(SIZES)
+    assert "training memory size" not in printed
+    rows = [line.split() for line in printed.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert [(int(size), float(s), float(d)) for size, s, d in rows] == [
+        (r["memory_size"], round(r["s_bleu"], 2), round(r["d_bleu"], 2)) for r in results
+    ]
+
+
+def test_sweep_refuses_options_it_sets_and_bad_sizes():
+    with pytest.raises(memory_size_sweep.SweepError, match="--memory-size"):
+        memory_size_sweep.passed_args("--lr 1e-3 --memory-size 8", "--train-args")
+    with pytest.raises(memory_size_sweep.SweepError, match="--save-dir"):
+        memory_size_sweep.passed_args("--save-dir=x", "--train-args")
+    assert memory_size_sweep.parse_sizes("16, 4,8,4") == [4, 8, 16]
+    with pytest.raises(memory_size_sweep.SweepError, match="positive"):
+        memory_size_sweep.parse_sizes("4,0")
+
+
+# --- memory attention maps -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def memory_model(sweep, data_bin):
+    workdir, _ = sweep
+    path = workdir / f"size-{SIZES[-1]}" / "checkpoints" / "checkpoint_best.pt"
+    model, task = memory_attention_maps.load_model(path, data_bin)
+    return path, model, task
+
+
+def memory_read_in_batches(model, task, name):
+    """{sentence id: the memory it read}, walking the split's document batches (many lanes)
+    with the memory carried as the criterion carries it in validation."""
+    read, carry = {}, None
+    with torch.no_grad():
+        for sample in batches(task, "test"):
+            lanes = sample["lanes"]
+            carry = None if sample["position"].step == 0 else carry.select(lanes)
+            memory = model.read_memory(carry, lanes.numel())
+            _, extra = model(**sample["net_input"], memory=memory)
+            carry = model.carry_after(lanes, memory, extra["encoder_out"], extra)
+            for row, sentence in enumerate(sample["id"].tolist()):
+                read[sentence] = memory[name][:, row]
+    return read
+
+
+@pytest.mark.parametrize("side", ["decoder", "encoder"])
+def test_attention_maps_are_distributions_over_the_right_axes(memory_model, side):
+    _, model, task = memory_model
+    maps = memory_attention_maps.attention_maps(model, task, "test", "doc1", 2, side=side)
+    dataset = task.dataset("test")
+    document = next(d for d in dataset.documents if d.doc_id == "doc1")
+    sizes = dataset.pairs.tgt_sizes if side == "decoder" else dataset.pairs.src_sizes
+    slots = SIZES[-1]
+    assert maps["layer"] == f"{side}.1"
+    assert maps["update"].shape == (slots, sizes[document.first + 1])
+    assert maps["output"].shape == (sizes[document.first + 2], slots)
+    assert len(maps["update_tokens"]) == maps["update"].size(1)
+    assert len(maps["output_tokens"]) == maps["output"].size(0)
+    assert torch.allclose(maps["update"].sum(dim=1), torch.ones(slots), atol=1e-5)
+    assert torch.allclose(maps["output"].sum(dim=1), torch.ones(maps["output"].size(0)), atol=1e-5)
+    assert (maps["update"] >= 0).all() and (maps["output"] >= 0).all()
+    if side == "decoder":
+        target = dataset.pairs.tgt[document.first + 1].tolist()
+        assert maps["update_tokens"] == ["</s>"] + [task.target_dictionary[t] for t in target[:-1]]
+
+    # sentence 3 read what the Update Attention wrote from sentence 2, and the memory carried
+    # one sentence at a time equals the memory carried through the split's batches
+    assert torch.allclose(maps["written_memory"], maps["read_memory"], atol=1e-6)
+    in_batches = memory_read_in_batches(model, task, maps["layer"])[document.first + 2]
+    assert torch.allclose(maps["read_memory"][:, 0], in_batches, atol=1e-4)
+    initial = model.memory_units()[maps["layer"]].initial(1)
+    assert not torch.allclose(maps["read_memory"], initial, atol=1e-3)
+
+
+def test_attention_maps_command_writes_both_plots(memory_model, data_bin, tmp_path, capsys):
+    path, _, _ = memory_model
+    prefix = tmp_path / "maps" / "doc1"
+    maps = memory_attention_maps.main([
+        "--path", str(path), "--data", str(data_bin), "--document", "doc1", "--sentence", "1",
+        "--plot-prefix", str(prefix),
+    ])
+    printed = capsys.readouterr().out
+    for suffix in ("update", "output"):
+        assert (tmp_path / "maps" / f"doc1-{suffix}.png").stat().st_size > 0
+    update_slots = [int(line.split()[2]) for line in printed.split("Output Attention")[0].splitlines()
+                    if line.split() and line.split()[0].isdigit()]
+    assert update_slots == (maps["update"].argmax(dim=0) + 1).tolist()
+
+
+def test_attention_maps_name_a_missing_or_short_document(memory_model, data_bin, tmp_path):
+    path, _, task = memory_model
+    dataset = task.dataset("test")
+    last = dataset.documents[-1]
+    common = ["--path", str(path), "--data", str(data_bin), "--plot-prefix", str(tmp_path / "m")]
+    with pytest.raises(SystemExit, match="document 'nope' is not in .*test.en-de.docids"):
+        memory_attention_maps.main([*common, "--document", "nope", "--sentence", "1"])
+    with pytest.raises(SystemExit, match=rf"document '{last.doc_id}' .* has {last.length} sentences"):
+        memory_attention_maps.main([*common, "--document", last.doc_id, "--sentence", str(last.length)])
+    assert not list(tmp_path.glob("m*"))
