@@ -21,6 +21,8 @@ from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositionalEmbedding
 from torch import Tensor, nn
 
+MEMORY_PARAM_GROUP = "memory"
+
 
 class RecurrentMemory(nn.Module):
     """Memory slots of one layer, and the two attentions that write and read them."""
@@ -59,6 +61,8 @@ class RecurrentMemory(nn.Module):
         )
         nn.init.zeros_(self.read_attn.out_proj.weight)
         nn.init.zeros_(self.read_attn.out_proj.bias)
+        for parameter in self.parameters():
+            parameter.param_group = MEMORY_PARAM_GROUP  # fairseq's tag for per-group optimisation
 
     @property
     def memory_size(self) -> int:

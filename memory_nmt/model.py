@@ -16,7 +16,6 @@ A checkpoint of fairseq's plain ``transformer`` loads into this model: the memor
 lacks keep their fresh initialisation (logged), and since the Output Attention starts at zero
 the model then computes exactly what the transformer computed.
 """
-import logging
 import re
 from typing import Dict, List, Optional
 
@@ -32,10 +31,9 @@ from fairseq.models.transformer import (
 from torch import Tensor
 
 from .carry import MemoryCarry
+from .checkpoint_fit import check_complete, fit_checkpoint
 from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
 from .memory import RecurrentMemory
-
-logger = logging.getLogger(__name__)
 
 MEMORY_SIDES = ("both", "encoder", "decoder")
 
@@ -265,16 +263,15 @@ class RecurrentMemoryTransformerModel(TransformerModel):
         )
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        """Load a checkpoint, keeping fresh memory parameters where it has none (a plain transformer)."""
-        own = self.state_dict()
-        new = [key for key in own if key not in state_dict and ".memory." in key]
-        if new:
-            logger.info(
-                "checkpoint has no memory parameters; %d memory tensors keep their initialisation: %s",
-                len(new), ", ".join(sorted({key.split(".memory.")[0] for key in new})),
-            )
-            state_dict = {**state_dict, **{key: own[key] for key in new}}
-        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+        """Load a checkpoint: the memory parameters a plain transformer's lacks keep their
+        initialisation, and one that does not fit is refused, naming the parameter
+        (``checkpoint_fit.py``)."""
+        loaded = super().load_state_dict(
+            fit_checkpoint(self, state_dict), strict=False, model_cfg=model_cfg, args=args
+        )
+        if strict:
+            check_complete(loaded.missing_keys, loaded.unexpected_keys)
+        return loaded
 
 
 def recurrent_memory_base(args):

@@ -1,0 +1,186 @@
+"""Finetuning from a sentence-level checkpoint (paper section 4): a plain ``transformer``
+checkpoint starts the memory model through ``--finetune-from-model``, its memory parameters
+new and logged as such; a checkpoint that does not fit is refused by name; and
+``--lr-scheduler two_rate_inverse_sqrt`` trains memory and pretrained parameters with their
+own peak learning rate and warm-up."""
+import re
+import subprocess
+
+import pytest
+import torch
+from fairseq import checkpoint_utils, metrics
+from fairseq.trainer import Trainer
+
+import memory_nmt.two_rate_schedule  # noqa: F401  registers the scheduler for the in-process tests
+from conftest import PLUGIN, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run
+from memory_nmt.checkpoint_fit import CheckpointMismatchError
+
+COMMON = [
+    "--user-dir", str(PLUGIN), "--label-smoothing", "0.1", "--optimizer", "adam",
+    "--max-tokens", "200", "--cpu", "--seed", "1", "--log-format", "simple",
+    "--log-interval", "1", "--no-epoch-checkpoints",
+]
+SENTENCE_TRAIN = [
+    *COMMON, "--task", "translation", "--required-batch-size-multiple", "1",
+    "--arch", "transformer", *TINY_DIMS, "--criterion", "label_smoothed_cross_entropy",
+    "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "3",
+]
+# --lr 0 freezes the pretrained parameters: what the finetuned checkpoint holds for them is
+# what it started from at update 0.
+FINETUNE = [
+    *COMMON, "--task", "document_translation", *TINY_MODEL,
+    "--criterion", "document_label_smoothed_cross_entropy", "--optimization-window", "1-3",
+    "--lr-scheduler", "two_rate_inverse_sqrt", "--lr", "0", "--warmup-updates", "2",
+    "--memory-lr", "1e-3", "--memory-warmup-updates", "1",
+]
+LOADED = re.compile(r"parameters loaded from the checkpoint: (\d+) tensors: (.*)")
+NEW = re.compile(r"new parameters \(not in the checkpoint\), freshly initialised: (\d+) tensors: (.*)")
+UNSHARED_DIMS = [arg for arg in TINY_DIMS if arg != "--share-all-embeddings"]
+
+
+@pytest.fixture(scope="module")
+def sentence_checkpoint(data_bin, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("sentence")
+    run([fairseq_command("fairseq-train"), str(data_bin), *SENTENCE_TRAIN, "--save-dir", str(save_dir)])
+    return save_dir / "checkpoint_last.pt"
+
+
+def model_state(path):
+    return checkpoint_utils.load_checkpoint_to_cpu(str(path))["model"]
+
+
+def logged_lrs(log):
+    """{update: (lr, lr_memory)} from fairseq's per-update log lines."""
+    return {
+        int(m.group(1)): (float(m.group(2)), float(m.group(3)))
+        for m in re.finditer(r"num_updates=(\d+), lr=([\d.e-]+), lr_memory=([\d.e-]+)", log)
+    }
+
+
+def test_finetune_from_sentence_checkpoint_through_the_cli(data_bin, sentence_checkpoint, tmp_path):
+    save_dir = tmp_path / "memory"
+    command = [fairseq_command("fairseq-train"), str(data_bin), *FINETUNE, "--save-dir", str(save_dir),
+               "--finetune-from-model", str(sentence_checkpoint)]
+    first = run([*command, "--max-update", "3"])
+    log = first.stdout + first.stderr
+    assert "optimizer, lr scheduler, meters, dataloader will be reset" in log
+    loaded, new = LOADED.search(log), NEW.search(log)
+    assert loaded and new, log[-3000:]
+    assert loaded.group(2) == ("encoder.embed_tokens, encoder.layers.0-1, decoder.embed_tokens, "
+                               "decoder.layers.0-1, decoder.output_projection")
+    assert new.group(2) == "encoder.layers.1.memory, decoder.layers.1.memory"
+
+    sentence, memory = model_state(sentence_checkpoint), model_state(save_dir / "checkpoint_last.pt")
+    memory_keys = {key for key in memory if ".memory." in key}
+    assert memory_keys and set(memory) - memory_keys == set(sentence)
+    assert int(loaded.group(1)) == sum(1 for key in sentence if key.endswith(("weight", "bias")))
+    for key, value in sentence.items():
+        assert torch.equal(memory[key], value), f"{key} is not the sentence checkpoint's"
+    read_out = [key for key in memory_keys if key.endswith("read_attn.out_proj.weight")]
+    assert read_out and all(memory[key].abs().sum() > 0 for key in read_out), \
+        "the memory's Output Attention starts at zero and must have trained at --memory-lr"
+
+    resumed = run([*command, "--max-update", "4"])
+    log = resumed.stdout + resumed.stderr
+    assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 3 updates\)", log)
+    assert logged_lrs(log)[4] == (0.0, pytest.approx(1e-3 * 4**-0.5, rel=1e-3))
+
+
+def test_checkpoint_of_other_dimensions_is_refused_by_name(data_bin, sentence_checkpoint, tmp_path):
+    result = subprocess.run(
+        [fairseq_command("fairseq-train"), str(data_bin), *FINETUNE, "--save-dir", str(tmp_path),
+         "--finetune-from-model", str(sentence_checkpoint), "--max-update", "1",
+         "--encoder-embed-dim", "16", "--decoder-embed-dim", "16"],
+        capture_output=True, text=True,
+    )
+    assert result.returncode != 0
+    assert re.search(
+        r"CheckpointMismatchError: checkpoint parameter encoder\.embed_tokens\.weight has shape "
+        r"\((\d+), 32\), but this model's has shape \(\1, 16\) \(and \d+ more tensors\): build the model "
+        r"with the checkpoint's architecture options", result.stderr,
+    ), result.stderr[-3000:]
+
+
+def test_shared_embeddings_checkpoint_loads_into_separate_embeddings(data_bin, sentence_checkpoint):
+    _, model, _, cfg = build(data_bin, "--arch", "transformer_recurrent_memory_small", *UNSHARED_DIMS)
+    state = model_state(sentence_checkpoint)
+    model.load_state_dict(state, model_cfg=cfg.model)
+    tables = [model.encoder.embed_tokens.weight, model.decoder.embed_tokens.weight,
+              model.decoder.output_projection.weight]
+    assert len({id(table) for table in tables}) == 3
+    for table in tables:
+        assert torch.equal(table, state["encoder.embed_tokens.weight"])
+
+
+def test_separate_embeddings_checkpoint_is_refused_by_a_shared_model(data_bin):
+    _, plain, _, _ = build(data_bin, "--arch", "transformer", *UNSHARED_DIMS, task="translation")
+    _, model, _, cfg = build(data_bin, *TINY_MODEL)
+    with pytest.raises(CheckpointMismatchError, match=(
+        r"this model shares encoder\.embed_tokens\.weight and decoder\.embed_tokens\.weight, but "
+        r"the checkpoint has different tensors for them: .* without --share-all-embeddings")):
+        model.load_state_dict(plain.state_dict(), model_cfg=cfg.model)
+
+
+def test_checkpoint_with_other_layers_is_refused_by_name(data_bin):
+    deeper = ["--encoder-layers", "3", "--decoder-layers", "3"]
+    _, plain, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS, *deeper, task="translation")
+    _, model, _, cfg = build(data_bin, *TINY_MODEL)
+    with pytest.raises(CheckpointMismatchError, match=(
+        r"this model has no place for the checkpoint's \d+ tensors: encoder\.layers\.2, decoder\.layers\.2: ")):
+        model.load_state_dict(plain.state_dict(), model_cfg=cfg.model)
+
+
+def inverse_sqrt(peak, warmup, update):
+    return peak * update / warmup if update < warmup else peak * (warmup / update) ** 0.5
+
+
+def effective_lr(before, parameters):
+    """The step size each parameter group took: -<delta, grad> / <grad, grad> over the group."""
+    moved = sum(((p.detach() - before[p]) * p.grad).sum() for p in parameters if p.grad is not None)
+    squared = sum((p.grad**2).sum() for p in parameters if p.grad is not None)
+    return float(-moved / squared)
+
+
+def test_two_learning_rates_move_each_group_by_its_own(data_bin):
+    peaks, warmups = {"pretrained": 0.02, "memory": 0.1}, {"pretrained": 4, "memory": 2}
+    task, model, criterion, cfg = build(
+        data_bin, *TINY_MODEL, "--optimizer", "sgd", "--lr-scheduler", "two_rate_inverse_sqrt",
+        "--lr", str(peaks["pretrained"]), "--warmup-updates", str(warmups["pretrained"]),
+        "--memory-lr", str(peaks["memory"]), "--memory-warmup-updates", str(warmups["memory"]),
+        "--max-tokens", "200", "--optimization-window", "1",
+    )
+    make_reads_nonzero(model)  # else the memory's read gets no gradient but at its output
+    trainer = Trainer(cfg, task, model, criterion)
+    groups = {
+        "pretrained": [p for n, p in model.named_parameters() if ".memory." not in n],
+        "memory": [p for n, p in model.named_parameters() if ".memory." in n],
+    }
+    assert [[id(p) for p in group["params"]] for group in trainer.optimizer.param_groups] == [
+        [id(p) for p in parameters] for parameters in groups.values()]
+
+    with metrics.aggregate(new_root=True) as logged:
+        samples = batches(task, "train")[:6]
+        assert len(samples) == 6
+        for update, sample in enumerate(samples):
+            before = {p: p.detach().clone() for p in model.parameters()}
+            trainer.train_step([sample])
+            scheduled = {name: inverse_sqrt(peaks[name], warmups[name], update) for name in groups}
+            moved = {name: effective_lr(before, parameters) for name, parameters in groups.items()}
+            for name in groups:
+                assert moved[name] == pytest.approx(scheduled[name], rel=1e-4, abs=1e-9), (update, name)
+            if update:  # update 0 has lr 0 in both groups (warm-up from 0)
+                assert moved["memory"] / moved["pretrained"] == pytest.approx(
+                    scheduled["memory"] / scheduled["pretrained"], rel=1e-4)
+            following = {name: inverse_sqrt(peaks[name], warmups[name], update + 1) for name in groups}
+            assert [g["lr"] for g in trainer.optimizer.param_groups] == pytest.approx(list(following.values()))
+            assert logged.get_smoothed_value("lr") == pytest.approx(following["pretrained"])
+            assert logged.get_smoothed_value("lr_memory") == pytest.approx(following["memory"])
+
+
+def test_two_rate_schedule_needs_memory_parameters(data_bin):
+    task, model, criterion, cfg = build(
+        data_bin, "--arch", "transformer", *TINY_DIMS, "--optimizer", "adam", "--lr", "1e-3",
+        "--lr-scheduler", "two_rate_inverse_sqrt", "--memory-lr", "1e-3", task="translation",
+    )
+    with pytest.raises(ValueError, match="holds no memory parameters; use it with --arch transformer_recurrent_memory"):
+        Trainer(cfg, task, model, criterion).optimizer
