@@ -81,6 +81,8 @@ class RecurrentMemory(nn.Module):
         (B x slots x T, averaged over heads) when ``need_weights``.
         """
         query = memory + self.slot_positions.to(memory)
+        if padding_mask is not None and not padding_mask.any():
+            padding_mask = None  # as fairseq's encoder does: nothing to mask, cheaper attention
         attended, weights = self.update_attn(
             query, states, states, key_padding_mask=padding_mask, need_weights=need_weights
         )
