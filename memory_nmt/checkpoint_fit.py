@@ -2,7 +2,9 @@
 
 A checkpoint of fairseq's plain ``transformer`` (``--finetune-from-model``) lacks the memory
 parameters (``*.memory.*``): ``fit_checkpoint`` gives them their fresh initialisation and logs,
-by module, which parameters come from the checkpoint and which are new. A checkpoint that does
+by module, which parameters come from the checkpoint and which are new. A checkpoint of a memory
+model must hold every memory layer this model has (other ``--memory-layers`` or
+``--memory-sides`` are refused by ``check_complete``, not filled in). A checkpoint that does
 not fit is refused with one line naming the parameter: a tensor of another shape (other
 dimensions, layers or dictionary), different tensors for parameters this model shares (a
 checkpoint trained without ``--share-all-embeddings`` or ``--share-decoder-input-output-embed``
@@ -40,7 +42,8 @@ def fit_checkpoint(model: nn.Module, state_dict: Dict[str, Tensor]) -> Dict[str,
     own = model.state_dict()
     check_shapes(own, state_dict)
     check_shared(model, state_dict)
-    new = [key for key in own if key not in state_dict and is_memory_key(key)]
+    plain_transformer = not any(is_memory_key(key) for key in state_dict)
+    new = [key for key in own if plain_transformer and is_memory_key(key)]
     parameters = dict(model.named_parameters(remove_duplicate=False))
     loaded = [key for key in parameters if key in state_dict]
     logger.info("parameters loaded from the checkpoint: %s", describe(loaded))

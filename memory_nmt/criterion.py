@@ -52,11 +52,15 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         steps: List[dict],
         backward: Optional[Callable] = None,
         stateless: bool = False,
+        loss_scale: float = 1.0,
     ):
         """Run consecutive steps of one group; with ``backward``, train on them (see above).
 
         Returns the summed (detached) loss, sample size and logging output. ``stateless``
         starts from the initial memory and keeps no carry (fairseq's dummy batches).
+        ``loss_scale`` is the factor ``backward`` multiplies losses by (fp16, AMP): the
+        gradient sent back to the previous sentence is taken at that scale, so it does not
+        underflow where fp16 gradients would.
         """
         carry = None if stateless else self.carries.get(steps[0]["position"])
         total_loss, total_size, total_log = 0.0, 0, {}
@@ -69,7 +73,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             loss, sample_size, logging_output, carry = self.forward_step(model, sample, carry_in)
             if backward is not None:
                 if waiting is not None:
-                    backward(self._with_gradient_from_next(waiting, carry_in, loss))
+                    backward(self._with_gradient_from_next(waiting, carry_in, loss, loss_scale))
                 waiting = (loss, carry)
             total_loss = total_loss + loss.detach()
             total_size += sample_size
@@ -104,16 +108,17 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         return loss, sample_size, logging_output, carry
 
     @staticmethod
-    def _with_gradient_from_next(waiting, carry_in: MemoryCarry, next_loss):
+    def _with_gradient_from_next(waiting, carry_in: MemoryCarry, next_loss, loss_scale: float):
         """The previous step's loss, plus a term whose gradient is what ``next_loss`` sends
-        into the previous step's states (taken at the leaves ``carry_in`` gave them)."""
+        into the previous step's states (taken at the leaves ``carry_in`` gave them, from the
+        loss as ``backward`` scales it, and divided back so ``backward`` may scale it again)."""
         previous_loss, previous_carry = waiting
         names = list(carry_in.states)
         leaves = [carry_in.states[name] for name in names]
-        grads = torch.autograd.grad(next_loss, leaves, retain_graph=True, allow_unused=True)
+        grads = torch.autograd.grad(next_loss * loss_scale, leaves, retain_graph=True, allow_unused=True)
         selected = previous_carry.select(carry_in.lanes)
         surrogate = previous_loss
         for name, grad in zip(names, grads):
             if grad is not None:
-                surrogate = surrogate + (selected.states[name] * grad).sum()
+                surrogate = surrogate + (selected.states[name].float() * grad.float()).sum() / loss_scale
         return surrogate

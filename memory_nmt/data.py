@@ -132,6 +132,15 @@ class DocumentDataset(FairseqDataset):
     def sizes(self):
         return self.pairs.sizes
 
+    @property
+    def src(self):
+        """The source sentences (fairseq-generate's --replace-unk reads their original text)."""
+        return self.pairs.src
+
+    @property
+    def tgt(self):
+        return self.pairs.tgt
+
     def num_tokens(self, index):
         return self.pairs.num_tokens(index)
 
@@ -227,8 +236,8 @@ def deal_to_shards(groups: List[List[Document]], num_shards: int) -> List[List[i
     """Group indices per shard: longest group first, each to the shard with the fewest steps."""
     if len(groups) < num_shards:
         raise DocumentDataError(
-            f"{len(groups)} documents cannot feed {num_shards} workers: every worker needs "
-            "a document of each split; use fewer workers"
+            f"{len(groups)} document groups cannot feed {num_shards} workers: every worker "
+            "needs a document of each split; use fewer workers"
         )
     shards: List[List[int]] = [[] for _ in range(num_shards)]
     load = [0] * num_shards
@@ -305,7 +314,7 @@ def plan_epoch(
     """The items worker ``shard_id`` sees in ``epoch``; ``window`` None means one step an item."""
     groups = dataset.groups(max_tokens, max_sentences)
     if len(groups) < num_shards:  # a small split: fewer lanes per group, so every worker has one
-        lanes = -(-len(dataset.documents) // num_shards)
+        lanes = max(1, len(dataset.documents) // num_shards)
         groups = dataset.groups(max_tokens, min(lanes, max_sentences or lanes))
     per_shard = []
     for shard, group_indices in enumerate(deal_to_shards(groups, num_shards)):

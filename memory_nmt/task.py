@@ -38,6 +38,14 @@ logger = logging.getLogger(__name__)
 DDP_BACKENDS = ("legacy_ddp", "no_c10d")
 
 
+def loss_scale_of(optimizer) -> float:
+    """The factor fairseq's ``optimizer.backward`` multiplies the loss by (fp16, AMP), else 1."""
+    if isinstance(optimizer, AMPOptimizer):
+        return float(optimizer.scaler.get_scale())
+    scaler = getattr(optimizer, "scaler", None)
+    return float(scaler.loss_scale) if scaler is not None else 1.0
+
+
 @dataclass
 class DocumentTranslationConfig(TranslationConfig):
     optimization_window: str = field(
@@ -153,7 +161,8 @@ class DocumentTranslationTask(TranslationTask):
         precision = torch.autocast("cuda") if isinstance(optimizer, AMPOptimizer) else nullcontext()
         with precision:
             return criterion.forward_window(
-                model, steps_of(sample), backward=backward, stateless=ignore_grad
+                model, steps_of(sample), backward=backward, stateless=ignore_grad,
+                loss_scale=loss_scale_of(optimizer),
             )
 
     def rebuild_interrupted_memory(self, position, model, criterion):

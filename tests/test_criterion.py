@@ -48,14 +48,18 @@ def test_loss_reaches_previous_sentence_never_the_one_before(trained_looking):
     assert decoder_unit.initial_memory.grad is None or decoder_unit.initial_memory.grad.abs().sum() == 0
 
 
-def test_window_gradient_equals_loss_by_loss_truncated_gradient(trained_looking):
+@pytest.mark.parametrize("loss_scale", [1.0, 1024.0])
+def test_window_gradient_equals_loss_by_loss_truncated_gradient(trained_looking, loss_scale):
     """Reference: for each sentence t, rebuild the graph of sentences t-1 and t from the carry
-    before t-1 (detached), and back-propagate loss t alone. The criterion does it in one pass."""
+    before t-1 (detached), and back-propagate loss t alone. The criterion does it in one pass,
+    also when ``backward`` scales the loss as fairseq's fp16 optimizers do."""
     task, model, criterion = trained_looking
     steps = _window_of_three(task)
 
-    criterion.forward_window(model, steps, backward=lambda loss: loss.backward())
-    got = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    criterion.forward_window(
+        model, steps, backward=lambda loss: (loss * loss_scale).backward(), loss_scale=loss_scale
+    )
+    got = {n: p.grad.clone() / loss_scale for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
 
     carries = [None]  # carries[t] = detached carry before step t

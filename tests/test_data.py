@@ -105,3 +105,13 @@ def test_small_split_still_feeds_every_worker(data_bin):
     sentences = [{i for s in items if s for i in s["id"].tolist()} for items in per_worker]
     assert sentences[0] and sentences[1] and not sentences[0] & sentences[1]
     assert len(sentences[0] | sentences[1]) == len(task.dataset("valid"))
+
+
+def test_as_many_workers_as_documents(data_bin):
+    task, _, _, _ = build(data_bin, *TINY_MODEL)
+    task.load_dataset("valid")
+    workers = len(task.dataset("valid").documents)
+    per_worker = [batches(task, "valid", max_tokens=100000, num_shards=workers, shard_id=w)
+                  for w in range(workers)]
+    assert len({len(items) for items in per_worker}) == 1
+    assert all(any(item for item in items) for items in per_worker), "a worker got no document"

@@ -184,3 +184,10 @@ def test_two_rate_schedule_needs_memory_parameters(data_bin):
     )
     with pytest.raises(ValueError, match="holds no memory parameters; use it with --arch transformer_recurrent_memory"):
         Trainer(cfg, task, model, criterion).optimizer
+
+
+def test_memory_checkpoint_with_other_memory_layers_is_refused(data_bin):
+    _, top_only, _, _ = build(data_bin, *TINY_MODEL)
+    _, both_layers, _, _ = build(data_bin, *TINY_MODEL, "--memory-layers", "0,1")
+    with pytest.raises(CheckpointMismatchError, match=r"layers\.0\.memory"):
+        both_layers.load_state_dict(top_only.state_dict())

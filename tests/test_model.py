@@ -24,6 +24,8 @@ def walk_document_batches(model, steps):
     outputs, carry = {}, None
     with torch.no_grad():
         for sample in steps:
+            if sample["position"].step == 0:
+                carry = None
             memory = model.read_memory(carry.select(sample["lanes"]) if carry else None, sample["lanes"].numel())
             logits, extra = model(**sample["net_input"], memory=memory)
             carry = model.carry_after(sample["lanes"], memory, extra["encoder_out"], extra)
@@ -90,10 +92,12 @@ def test_document_start_reads_initial_memory_whatever_came_before(data_bin):
     task, model, _, _ = build(data_bin, *TINY_MODEL)
     make_reads_nonzero(model)
     model.eval()
-    steps = batches(task, "test")
+    steps = batches(task, "test", max_sentences=2)
     later_group = [s for s in steps if s["position"].group == 1]
+    assert later_group and steps[0]["position"].group == 0, "need a group decoded after another"
     after_other_groups = walk_document_batches(model, steps)
     alone = walk_document_batches(model, later_group)
+    assert alone.keys() == {i for s in later_group for i in s["id"].tolist()}
     for sentence, logits in alone.items():
         assert torch.allclose(after_other_groups[sentence], logits, atol=1e-6)
 
