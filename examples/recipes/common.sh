@@ -1,0 +1,262 @@
+# shellcheck shell=bash
+# Steps shared by the recipes (ted.sh, news.sh, europarl.sh, cpu_preset.sh): source this file,
+# set the variables below (or leave their defaults), then call the steps in order:
+#
+#   prepare SPLIT FORMAT SOURCE TARGET   Moses + joint BPE (learned on train) + docids, and a raw
+#                                        copy of the split whose target side is the reference
+#   binarize                             fairseq-preprocess --joined-dictionary, docids beside it
+#   train_sentence                       the sentence-level transformer (fairseq translation task)
+#   finetune_memory                      the recurrent-memory model, finetuned from the sentence one
+#   generate NAME                        fairseq-generate --beam 5 on the test split (NAME: sentence
+#                                        or memory), detokenized D- lines
+#   score NAME                           s-BLEU and d-BLEU with sacrebleu (scripts/document_bleu.py)
+#   results_table NAME...                a markdown table of the scores, also in WORK_DIR/results.md
+#   selective_attn_recipe NAME [--steps download,prepare,binarize,train,generate,score]
+#                                        all of the above for one dataset of the selective-attn
+#                                        release (IWSLT2017, NC-2016, Europarl7), as ted.sh,
+#                                        news.sh and europarl.sh run it
+#
+# Every step echoes its commands and skips itself when its marker file exists (a step writes
+# its marker last), so a recipe run again resumes where it stopped; fairseq-train resumes from
+# checkpoint_last.pt. Delete a marker (WORK_DIR/prep/SPLIT.done, WORK_DIR/data-bin/.done,
+# WORK_DIR/checkpoints/NAME/.done, WORK_DIR/generate-NAME.txt, WORK_DIR/score-NAME.json) to
+# redo its step. Variables (environment overrides the defaults):
+set -euo pipefail
+
+RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
+: "${PYTHON:=python3}"                  # the Python with fairseq and memory_nmt installed
+: "${WORK_DIR:=work}"                   # everything a recipe writes goes here
+: "${SRC:=en}" "${TGT:=de}"
+: "${BPE_MERGES:=30000}"                # joint BPE merge operations, learned on train
+: "${SEED:=1}"
+: "${MAX_TOKENS:=4096}"                 # tokens per batch (per sentence step for the memory model)
+: "${UPDATE_FREQ:=1}"                   # gradient accumulation, as fairseq's --update-freq
+: "${MODEL_ARGS:=}"                     # model size options given to both models, e.g. --encoder-layers 3
+: "${SENTENCE_ARCH:=transformer}"
+: "${SENTENCE_LR:=5e-4}" "${SENTENCE_WARMUP:=4000}" "${SENTENCE_DROPOUT:=0.3}"
+: "${MEMORY_ARCH:=transformer_recurrent_memory}"
+: "${MEMORY_LR:=3e-4}" "${PRETRAINED_LR:=6e-5}" "${MEMORY_WARMUP:=1000}" "${MEMORY_DROPOUT:=0.2}"
+: "${OPTIMIZATION_WINDOW:=full}"        # sentence steps per update (paper section 5.3)
+: "${PATIENCE:=5}"
+: "${TRAIN_ARGS:=}"                     # extra fairseq-train options for both models (e.g. --fp16, --cpu)
+: "${SENTENCE_ARGS:=}" "${MEMORY_ARGS:=}"   # extra options for one of them (e.g. --max-update N)
+: "${GENERATE_ARGS:=}"                  # extra fairseq-generate options (e.g. --cpu)
+: "${GENERATE_MAX_TOKENS:=$MAX_TOKENS}"
+: "${WORKERS:=1}"                       # fairseq-preprocess workers
+
+PLUGIN=$ROOT/memory_nmt
+DATA_BIN=$WORK_DIR/data-bin
+export PYTHONUNBUFFERED=1
+
+fail() {
+    echo "error: $*" >&2
+    exit 1
+}
+
+# Echo a command (quoted so it can be pasted back), then run it.
+run() {
+    echo "+ $(printf '%q ' "$@")" >&2
+    "$@"
+}
+
+# True (and says so) when the step's marker exists.
+already_done() {
+    local marker=$1 step=$2
+    if [[ -e $marker ]]; then
+        echo "== $step: skipped, $marker exists" >&2
+        return 0
+    fi
+    echo "== $step" >&2
+    return 1
+}
+
+# Word-split an options string into the array named by $1.
+split_words() {
+    read -r -a "$1" <<< "$2"
+}
+
+prepare() {
+    local split=$1 format=$2 source=$3 target=$4
+    local prep=$WORK_DIR/prep codes=$WORK_DIR/prep/bpe.codes
+    already_done "$prep/$split.done" "prepare $split" && return 0
+    [[ -f $source && -f $target ]] || fail "prepare $split: $source or $target does not exist"
+    local bpe=(--bpe-codes "$codes")
+    if [[ $split == train ]]; then
+        bpe=(--learn-bpe "$BPE_MERGES" --bpe-codes "$codes")
+    elif [[ ! -f $codes ]]; then
+        fail "prepare $split: no BPE codes $codes; prepare the train split first (it learns them)"
+    fi
+    local common=(--format "$format" --source "$source" --target "$target"
+                  --source-lang "$SRC" --target-lang "$TGT" --doc-prefix "$split")
+    run "$PYTHON" "$ROOT/scripts/prepare_documents.py" "${common[@]}" \
+        --output-prefix "$prep/$split" --moses "${bpe[@]}"
+    run "$PYTHON" "$ROOT/scripts/prepare_documents.py" "${common[@]}" \
+        --output-prefix "$WORK_DIR/raw/$split"
+    cmp -s "$prep/$split.docids" "$WORK_DIR/raw/$split.docids" \
+        || fail "prepare $split: $prep/$split.docids and $WORK_DIR/raw/$split.docids differ"
+    touch "$prep/$split.done"
+}
+
+binarize() {
+    already_done "$DATA_BIN/.done" "binarize" && return 0
+    rm -rf "$DATA_BIN"  # fairseq-preprocess refuses to overwrite a dictionary
+    local prep=$WORK_DIR/prep
+    run "$PYTHON" -m fairseq_cli.preprocess --source-lang "$SRC" --target-lang "$TGT" \
+        --joined-dictionary --trainpref "$prep/train" --validpref "$prep/valid" \
+        --testpref "$prep/test" --destdir "$DATA_BIN" --workers "$WORKERS"
+    local split
+    for split in train valid test; do
+        run cp "$prep/$split.docids" "$DATA_BIN/$split.$SRC-$TGT.docids"
+    done
+    touch "$DATA_BIN/.done"
+}
+
+# fairseq-train into WORK_DIR/checkpoints/NAME, its output also in train.log there.
+train() {
+    local name=$1
+    shift
+    local save_dir=$WORK_DIR/checkpoints/$name model_opts train_opts
+    already_done "$save_dir/.done" "train $name" && return 0
+    mkdir -p "$save_dir"
+    split_words model_opts "$MODEL_ARGS"
+    split_words train_opts "$TRAIN_ARGS"
+    run "$PYTHON" -m fairseq_cli.train "$DATA_BIN" --user-dir "$PLUGIN" "$@" \
+        --share-all-embeddings "${model_opts[@]}" \
+        --optimizer adam --adam-betas "(0.9, 0.98)" --label-smoothing 0.1 \
+        --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --patience "$PATIENCE" \
+        --seed "$SEED" --save-dir "$save_dir" --no-epoch-checkpoints \
+        --log-format simple --log-interval 50 "${train_opts[@]}" 2>&1 | tee -a "$save_dir/train.log"
+    touch "$save_dir/.done"
+}
+
+train_sentence() {
+    local extra
+    split_words extra "$SENTENCE_ARGS"
+    train sentence --task translation --arch "$SENTENCE_ARCH" \
+        --required-batch-size-multiple 1 --criterion label_smoothed_cross_entropy \
+        --lr "$SENTENCE_LR" --lr-scheduler inverse_sqrt --warmup-updates "$SENTENCE_WARMUP" \
+        --warmup-init-lr 1e-7 --dropout "$SENTENCE_DROPOUT" "${extra[@]}"
+}
+
+finetune_memory() {
+    local extra sentence=$WORK_DIR/checkpoints/sentence/checkpoint_best.pt
+    [[ -f $sentence ]] || fail "finetune_memory: no $sentence; run train_sentence first"
+    split_words extra "$MEMORY_ARGS"
+    train memory --task document_translation --arch "$MEMORY_ARCH" \
+        --finetune-from-model "$sentence" --criterion document_label_smoothed_cross_entropy \
+        --lr-scheduler two_rate_inverse_sqrt --lr "$PRETRAINED_LR" --memory-lr "$MEMORY_LR" \
+        --warmup-updates "$MEMORY_WARMUP" --memory-warmup-updates "$MEMORY_WARMUP" \
+        --dropout "$MEMORY_DROPOUT" --optimization-window "$OPTIMIZATION_WINDOW" "${extra[@]}"
+}
+
+# Translate the test split with checkpoints/NAME/checkpoint_best.pt into WORK_DIR/generate-NAME.txt.
+generate() {
+    local name=$1 output=$WORK_DIR/generate-$1.txt task extra
+    already_done "$output" "generate $name" && return 0
+    case $name in
+        sentence) task=(--task translation --required-batch-size-multiple 1) ;;
+        memory) task=(--task document_translation) ;;
+        *) fail "generate: unknown model $name; give sentence or memory" ;;
+    esac
+    split_words extra "$GENERATE_ARGS"
+    run "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir "$PLUGIN" "${task[@]}" \
+        --source-lang "$SRC" --target-lang "$TGT" \
+        --path "$WORK_DIR/checkpoints/$name/checkpoint_best.pt" --gen-subset test --beam 5 \
+        --max-tokens "$GENERATE_MAX_TOKENS" --post-process subword_nmt --tokenizer moses \
+        "${extra[@]}" > "$output.partial"
+    mv "$output.partial" "$output"
+}
+
+# s-BLEU / d-BLEU of WORK_DIR/generate-NAME.txt against the raw (untokenized) test reference.
+score() {
+    local name=$1 output=$WORK_DIR/score-$1.json
+    already_done "$output" "score $name" && return 0
+    local bleu=("$PYTHON" "$ROOT/scripts/document_bleu.py" --generate-output
+                "$WORK_DIR/generate-$name.txt" --docids "$DATA_BIN/test.$SRC-$TGT.docids"
+                --reference "$WORK_DIR/raw/test.$TGT")
+    run "${bleu[@]}"
+    run "${bleu[@]}" --json > "$output.partial"
+    mv "$output.partial" "$output"
+}
+
+# Markdown table of the scores of the named models, printed and written to WORK_DIR/results.md.
+results_table() {
+    run "$PYTHON" - "$WORK_DIR" "$@" <<'PY' | tee "$WORK_DIR/results.md"
+import json, sys
+from pathlib import Path
+work, names = Path(sys.argv[1]), sys.argv[2:]
+scores = {name: json.loads((work / f"score-{name}.json").read_text()) for name in names}
+first = next(iter(scores.values()))
+print(f"test: {first['sentences']} sentences in {first['documents']} documents\n")
+print("| model | s-BLEU | d-BLEU |\n| --- | ---: | ---: |")
+for name, s in scores.items():
+    print(f"| {name} | {s['s_bleu']:.2f} | {s['d_bleu']:.2f} |")
+print(f"\nsacrebleu signature: {first['signature']}")
+PY
+}
+
+# Download URL to PATH unless PATH exists (through PATH.partial, so a cut download is redone).
+fetch() {
+    local url=$1 path=$2
+    already_done "$path" "download $url" && return 0
+    mkdir -p "$(dirname "$path")"
+    run curl -fL --retry 3 -o "$path.partial" "$url" \
+        || fail "could not download $url; download it by hand to $path (or set RAW_DIR)"
+    mv "$path.partial" "$path"
+}
+
+# The document-level splits of Maruf et al. (2019), used by G-Transformer and the recurrent-
+# memory paper: <d>-marker files concatenated_en2de_{train,dev,test}_{en,de}.txt in
+# data/NAME of github.com/sameenmaruf/selective-attn. Files already in RAW_DIR are kept.
+SELECTIVE_ATTN_URL=https://raw.githubusercontent.com/sameenmaruf/selective-attn/master/data
+
+download_selective_attn() {
+    local name=$1 split lang
+    shift
+    for split in "$@"; do
+        for lang in "$SRC" "$TGT"; do
+            fetch "$SELECTIVE_ATTN_URL/$name/concatenated_${SRC}2${TGT}_${split}_$lang.txt" \
+                "$RAW_DIR/concatenated_${SRC}2${TGT}_${split}_$lang.txt"
+        done
+    done
+}
+
+STEPS=all
+: "${SELECTIVE_ATTN_SPLITS:=train dev test}"   # the splits download_selective_attn fetches
+
+wants() {
+    [[ $STEPS == all || ,$STEPS, == *,$1,* ]]
+}
+
+# Parse --steps (a comma-separated subset of the step names given after --) into STEPS.
+parse_steps() {
+    local usage=$1
+    shift
+    while (($#)); do
+        case $1 in
+            --steps) (($# > 1)) || fail "--steps needs a value; usage: $usage"; STEPS=$2; shift 2 ;;
+            *) fail "unknown option $1; usage: $usage" ;;
+        esac
+    done
+}
+
+selective_attn_recipe() {
+    local name=$1 split
+    shift
+    parse_steps "$(basename "$0") [--steps download,prepare,binarize,train,generate,score]" "$@"
+    : "${RAW_DIR:=$WORK_DIR/raw-$name}"
+    mkdir -p "$WORK_DIR"
+    if wants download; then download_selective_attn "$name" $SELECTIVE_ATTN_SPLITS; fi
+    if wants prepare; then
+        for split in train valid test; do
+            local file=${split/valid/dev}
+            prepare "$split" doc-markers "$RAW_DIR/concatenated_${SRC}2${TGT}_${file}_$SRC.txt" \
+                "$RAW_DIR/concatenated_${SRC}2${TGT}_${file}_$TGT.txt"
+        done
+    fi
+    if wants binarize; then binarize; fi
+    if wants train; then train_sentence; finetune_memory; fi
+    if wants generate; then generate sentence; generate memory; fi
+    if wants score; then score sentence; score memory; results_table sentence memory; fi
+}

@@ -1,0 +1,180 @@
+"""The recipes' processing steps (examples/recipes/*.sh) on the real files in ../shared/data.
+
+Runs ted.sh / news.sh / europarl.sh with ``--steps prepare,binarize`` (small BPE) on the
+selective-attn dev splits, checks the document index against the known counts, that the data
+is binarized, that a rerun skips every step, and that ``score`` reads the raw reference; and
+runs cpu_preset.sh ``--steps split`` to check its document split. No training. Skipped where
+../shared/data is absent.
+"""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = REPO / "examples" / "recipes"
+DATA = REPO.parent / "shared" / "data" / "docmt-en-de"
+SELECTIVE_ATTN = DATA / "selective-attn"
+DEV_COUNTS = {  # sentences and documents of each dev split (shared/data/README.md)
+    ("ted.sh", "IWSLT2017"): (8967, 93),
+    ("news.sh", "NC-2016"): (2169, 81),
+    ("europarl.sh", "Europarl7"): (3587, 240),
+}
+SMALL_DOCUMENTS = 3
+
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} is absent")
+
+
+def run_recipe(script, work, *args, **env):
+    """Run a recipe; return its combined output, failing the test with it if it fails."""
+    environment = {**os.environ, "WORK_DIR": str(work), "OMP_NUM_THREADS": "1",
+                   **{key: str(value) for key, value in env.items()}}
+    result = subprocess.run(["bash", str(RECIPES / script), *args], env=environment,
+                            cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, f"{script} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout + result.stderr
+
+
+def text_lines(path):
+    """The lines of a text file, split at "\\n" only (the corpora hold \\x0b, \\x0c, \\x85)."""
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def first_documents(path, count, destination):
+    """Copy the first ``count`` <d>-marked documents of path to destination."""
+    lines = text_lines(path)
+    starts = [i for i, line in enumerate(lines) if line.strip() == "<d>"]
+    destination.write_text("\n".join(lines[:starts[count]]) + "\n", encoding="utf-8")
+
+
+def raw_dir(tmp_path, name):
+    """A RAW_DIR holding the real dev split, and its first documents as train and test."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for lang in ("en", "de"):
+        dev = SELECTIVE_ATTN / name / f"concatenated_en2de_dev_{lang}.txt"
+        os.symlink(dev, raw / f"concatenated_en2de_dev_{lang}.txt")
+        for split in ("train", "test"):
+            first_documents(dev, SMALL_DOCUMENTS, raw / f"concatenated_en2de_{split}_{lang}.txt")
+    return raw
+
+
+def docid_counts(path):
+    docids = path.read_text(encoding="utf-8").split()
+    return len(docids), len(dict.fromkeys(docids))
+
+
+@pytest.fixture(scope="module", params=list(DEV_COUNTS), ids=lambda key: key[1])
+def prepared(request, tmp_path_factory):
+    """(script, name, work dir, raw dir, output) after ``--steps prepare,binarize``."""
+    script, name = request.param
+    tmp_path = tmp_path_factory.mktemp(name)
+    raw, work = raw_dir(tmp_path, name), tmp_path / "work"
+    output = run_recipe(script, work, "--steps", "prepare,binarize", RAW_DIR=raw, BPE_MERGES=500)
+    return script, name, work, raw, output
+
+
+def test_prepare_and_binarize_keep_every_document(prepared):
+    script, name, work, _, _ = prepared
+    data_bin = work / "data-bin"
+    assert docid_counts(data_bin / "valid.en-de.docids") == DEV_COUNTS[(script, name)]
+    train_sentences, train_documents = docid_counts(data_bin / "train.en-de.docids")
+    assert train_documents == SMALL_DOCUMENTS
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            assert (data_bin / f"{split}.en-de.{lang}.bin").stat().st_size > 0
+        bpe_lines = text_lines(work / "prep" / f"{split}.de")
+        raw_lines = text_lines(work / "raw" / f"{split}.de")
+        assert len(bpe_lines) == len(raw_lines) == docid_counts(
+            data_bin / f"{split}.en-de.docids")[0]
+    bpe_train = text_lines(work / "prep" / "train.en")
+    assert any("@@ " in line for line in bpe_train) and len(bpe_train) == train_sentences
+    codes = (work / "prep" / "bpe.codes").read_text(encoding="utf-8").splitlines()
+    assert codes[0].startswith("#version") and 1 < len(codes) <= 501  # at most 500 merges
+
+
+def test_rerun_skips_every_step(prepared):
+    script, _, work, raw, _ = prepared
+    outputs = sorted(p for p in work.rglob("*") if p.is_file())
+    times = {p: p.stat().st_mtime_ns for p in outputs}
+    output = run_recipe(script, work, "--steps", "prepare,binarize", RAW_DIR=raw, BPE_MERGES=500)
+    for step in ("prepare train", "prepare valid", "prepare test", "binarize"):
+        assert f"== {step}: skipped" in output
+    assert "+ " not in output  # no command ran
+    assert {p: p.stat().st_mtime_ns for p in sorted(p for p in work.rglob("*") if p.is_file())} \
+        == times
+
+
+def test_score_reads_the_raw_reference(prepared):
+    """Hypotheses equal to the untokenized reference score 100: the reference is the raw text."""
+    _, _, work, _, _ = prepared
+    reference = text_lines(work / "raw" / "test.de")
+    assert any("&" in line or '"' in line or "," in line for line in reference)
+    lines = [f"D-{i}\t-0.1\t{text}\n" for i, text in reversed(list(enumerate(reference)))]
+    (work / "generate-sentence.txt").write_text("".join(lines), encoding="utf-8")
+    command = f'source "{RECIPES}/common.sh"; score sentence; results_table sentence'
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "WORK_DIR": str(work)},
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "| sentence | 100.00 | 100.00 |" in (work / "results.md").read_text(encoding="utf-8")
+    assert "nrefs:1|case:mixed" in result.stdout
+
+
+def test_unknown_option_is_refused(tmp_path):
+    result = subprocess.run(["bash", str(RECIPES / "ted.sh"), "--step", "prepare"],
+                            env={**os.environ, "WORK_DIR": str(tmp_path)},
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "unknown option --step" in result.stderr
+
+
+def read_marked_documents(path):
+    documents = []
+    for line in text_lines(path):
+        if line == "<d>":
+            documents.append([])
+        else:
+            documents[-1].append(line)
+    return documents
+
+
+@pytest.fixture(scope="module")
+def preset_split(tmp_path_factory):
+    work = tmp_path_factory.mktemp("preset") / "work"
+    run_recipe("cpu_preset.sh", work, "--steps", "split")
+    return work
+
+
+def corpus_documents(corpora, lang):
+    """{document id: sentences} over all corpus files."""
+    documents = {}
+    for docids in sorted(corpora.glob("*.docids")):
+        lines = text_lines(docids.with_suffix(f".{lang}"))
+        for docid, line in zip(docids.read_text(encoding="utf-8").split(), lines):
+            documents.setdefault(docid, []).append(line)
+    return documents
+
+
+def test_preset_holds_out_whole_disjoint_documents(preset_split):
+    split_dir = preset_split / "split"
+    names = {split: (split_dir / f"{split}.documents").read_text(encoding="utf-8").split()
+             for split in ("train", "valid", "test")}
+    all_names = [name for split in names.values() for name in split]
+    assert len(all_names) == len(set(all_names)) == 1184
+    for held_out in ("valid", "test"):
+        assert 0.04 < len(names[held_out]) / len(all_names) < 0.06
+    for lang in ("en", "de"):
+        corpus = corpus_documents(preset_split / "corpora", lang)
+        assert set(corpus) == set(all_names)
+        for split, split_names in names.items():
+            documents = read_marked_documents(split_dir / f"{split}.{lang}")
+            assert documents == [corpus[name] for name in split_names]
+
+
+def test_preset_split_is_deterministic(preset_split, tmp_path):
+    other = tmp_path / "work"
+    shutil.copytree(preset_split / "corpora", other / "corpora")
+    run_recipe("cpu_preset.sh", other, "--steps", "split")
+    for path in sorted((preset_split / "split").iterdir()):
+        assert path.read_bytes() == (other / "split" / path.name).read_bytes(), path.name
