@@ -72,8 +72,18 @@ def read_docids(path: str, num_sentences: int) -> List[Document]:
             f"{path}: document index not found. Every split needs one document id per "
             "sentence line beside the binarized data (see scripts/prepare_documents.py)"
         )
-    with open(path, encoding="utf-8") as f:
-        ids = [line.rstrip("\r\n") for line in f]
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    ids = []
+    for number, line in enumerate(lines, 1):
+        try:
+            ids.append(line.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError:
+            raise DocumentDataError(
+                f"{path}:{number}: not valid UTF-8; write the document index in UTF-8"
+            ) from None
     if len(ids) != num_sentences:
         raise DocumentDataError(
             f"{path}: {len(ids)} lines, but the binarized split has {num_sentences} "

@@ -18,6 +18,11 @@ def test_docids_errors_name_file_and_line(tmp_path):
         read_docids(str(path), 3)
     with pytest.raises(DocumentDataError, match="not found"):
         read_docids(str(tmp_path / "missing.docids"), 3)
+    path.write_bytes(b"a\r\nb\xff\nc\n")
+    with pytest.raises(DocumentDataError, match=r"docids:2: not valid UTF-8"):
+        read_docids(str(path), 3)
+    path.write_bytes(b"a\r\na\r\nb\n")
+    assert [d.doc_id for d in read_docids(str(path), 3)] == ["a", "b"]
 
 
 def _documents(task, split):
@@ -115,3 +120,21 @@ def test_as_many_workers_as_documents(data_bin):
                   for w in range(workers)]
     assert len({len(items) for items in per_worker}) == 1
     assert all(any(item for item in items) for items in per_worker), "a worker got no document"
+
+
+def test_one_sentence_documents(data_bin, tmp_path):
+    """Every sentence its own document: one step per group, every sentence decoded once."""
+    import shutil
+
+    from memory_nmt.generator import DocumentSequenceGenerator
+
+    data = tmp_path / "bin"
+    shutil.copytree(data_bin, data)
+    lines = (data / "test.en-de.docids").read_text().splitlines()
+    (data / "test.en-de.docids").write_text("".join(f"single{i}\n" for i in range(len(lines))))
+    task, model, _, _ = build(data, *TINY_MODEL)
+    steps = batches(task, "test")
+    assert {s["position"].step for s in steps} == {0} and all(s["position"].ends_group for s in steps)
+    generator = DocumentSequenceGenerator([model.eval()], task.target_dictionary, beam_size=2, max_len_b=5)
+    decoded = [i for s in steps for i, _ in zip(s["id"].tolist(), generator.generate([model], s))]
+    assert sorted(decoded) == list(range(len(lines)))
