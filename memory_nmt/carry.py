@@ -57,6 +57,36 @@ class MemoryCarry:
             padding_mask={name: p.index_select(0, rows) for name, p in self.padding_mask.items()},
         )
 
+    def merged_into(self, older: "MemoryCarry") -> "MemoryCarry":
+        """``older``'s rows for the lanes this carry lacks, then this carry's rows; states of
+        different lengths are padded (and masked) to the longest."""
+        own = set(self.lanes.tolist())
+        kept = [row for row, lane in enumerate(older.lanes.tolist()) if lane not in own]
+        if not kept:
+            return self
+        older = older.select(older.lanes[kept])
+        length = max(older_states.size(0) for older_states in [*older.states.values(), *self.states.values()])
+
+        def padded(states, mask):
+            missing = length - states.size(0)
+            return (
+                torch.nn.functional.pad(states, (0, 0, 0, 0, 0, missing)),
+                torch.nn.functional.pad(mask, (0, missing), value=True),
+            )
+
+        states, padding_mask = {}, {}
+        for name in self.states:
+            old_states, old_mask = padded(older.states[name], older.padding_mask[name])
+            new_states, new_mask = padded(self.states[name], self.padding_mask[name])
+            states[name] = torch.cat([old_states, new_states], dim=1)
+            padding_mask[name] = torch.cat([old_mask, new_mask], dim=0)
+        return MemoryCarry(
+            lanes=torch.cat([older.lanes, self.lanes]),
+            memory={name: torch.cat([older.memory[name], m], dim=1) for name, m in self.memory.items()},
+            states=states,
+            padding_mask=padding_mask,
+        )
+
     def detach(self) -> "MemoryCarry":
         return MemoryCarry(
             lanes=self.lanes,
@@ -118,3 +148,35 @@ class CarryStore:
             self._held.pop(position.stream, None)
         else:
             self._held[position.stream] = (position, carry.detach())
+
+
+class OpenDocuments:
+    """The carries of documents that go on across batches in any mix (fairseq-interactive):
+    each batch says, per row, its lane (document) and whether it continues that document."""
+
+    def __init__(self):
+        self.carry: "MemoryCarry | None" = None
+
+    def memory_for(self, model, lanes: Tensor, continues: Tensor) -> Dict[str, Tensor]:
+        """The memory each row reads: its document's carried memory, or the initial one."""
+        memory = {name: m.clone() for name, m in model.read_memory(None, lanes.numel()).items()}
+        rows = continues.nonzero().squeeze(1)
+        if rows.numel():
+            if self.carry is None:
+                raise LaneMismatchError(f"lanes {lanes[rows].tolist()} continue documents never seen")
+            written = model.read_memory(self.carry.select(lanes[rows]), rows.numel())
+            for name, m in written.items():
+                memory[name][:, rows] = m
+        return memory
+
+    def keep(self, carry: MemoryCarry):
+        carry = carry.detach()
+        self.carry = carry if self.carry is None else carry.merged_into(self.carry)
+
+    def close(self, lanes):
+        """Forget documents that ended."""
+        if self.carry is None:
+            return
+        closed = set(lanes)
+        kept = [row for row, lane in enumerate(self.carry.lanes.tolist()) if lane not in closed]
+        self.carry = self.carry.select(self.carry.lanes[kept]) if kept else None

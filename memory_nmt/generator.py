@@ -9,12 +9,14 @@ sentence t of each document of a group, one lane each. For every batch the gener
 3. once the whole sentence is decoded, runs the decoder once over each lane's best hypothesis
    (teacher-forced) to record the states that the next sentence's memory update writes.
 Output is fairseq's own: one list of hypotheses per sentence, under its original id.
+fairseq-interactive's batches mix documents that go on and documents that start
+(``interactive.py``); their carries are kept by lane in ``OpenDocuments``.
 """
 import torch
 from fairseq.data import data_utils
 from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 
-from .carry import CarryStore
+from .carry import CarryStore, OpenDocuments
 
 
 class EncoderOutputKeepingModel(EnsembleModel):
@@ -39,19 +41,25 @@ class DocumentSequenceGenerator(SequenceGenerator):
     def __init__(self, models, tgt_dict, **kwargs):
         super().__init__(EncoderOutputKeepingModel(models), tgt_dict, **kwargs)
         self.carries = CarryStore()
+        self.open_documents = OpenDocuments()
 
     @torch.no_grad()
     def generate(self, models, sample, **kwargs):
-        if "position" not in sample:
+        """Beam search for one batch of sentences. The batch says where its rows stand in their
+        documents: ``position`` (fairseq-generate: step t of a group) or, per row,
+        ``continues`` (fairseq-interactive: documents go on across batches in any mix)."""
+        if "position" not in sample and "continues" not in sample:
             raise ValueError(
-                "document decoding needs the sentence-step batches of the document_translation "
-                "task (fairseq-generate on a split with its .docids); fairseq-interactive is not "
-                "supported yet"
+                "document decoding needs the batches of the document_translation task "
+                "(fairseq-generate on a split with its .docids, or fairseq-interactive)"
             )
         model = self.model.single_model
-        position, lanes = sample["position"], sample["lanes"]
-        carry = self.carries.get(position)
-        memory = model.read_memory(carry.select(lanes) if carry is not None else None, lanes.numel())
+        lanes = sample["lanes"]
+        if "continues" in sample:
+            memory = self.open_documents.memory_for(model, lanes, sample["continues"])
+        else:
+            carry = self.carries.get(sample["position"])
+            memory = model.read_memory(carry.select(lanes) if carry is not None else None, lanes.numel())
         with_memory = {**sample, "net_input": {**sample["net_input"], "memory": memory}}
         hypotheses = super().generate(models, with_memory, **kwargs)
 
@@ -64,5 +72,9 @@ class DocumentSequenceGenerator(SequenceGenerator):
             move_eos_to_beginning=True,
         )
         _, decoder_extra = model.decoder(chosen, encoder_out=encoder_out, features_only=True)
-        self.carries.keep(position, model.carry_after(lanes, memory, encoder_out, decoder_extra))
+        carry = model.carry_after(lanes, memory, encoder_out, decoder_extra)
+        if "continues" in sample:
+            self.open_documents.keep(carry)
+        else:
+            self.carries.keep(sample["position"], carry)
         return hypotheses

@@ -3,7 +3,7 @@
 Datasets are fairseq-preprocess output plus ``{split}.{src}-{tgt}.docids`` (``data.py``).
 ``get_batch_iterator`` hands fairseq one item per optimisation window (training split) or per
 sentence step (other splits), already sharded per data-parallel worker, never shuffled inside
-a group. ``train_step`` trains on a window through the criterion's truncated back-propagation
+a group; fairseq-interactive's lines are documents separated by empty lines (``interactive.py``). ``train_step`` trains on a window through the criterion's truncated back-propagation
 (``criterion.py``), and ``build_generator`` returns the document generator (``generator.py``),
 so ``fairseq-train`` and ``fairseq-generate`` work unchanged.
 """
@@ -11,7 +11,7 @@ import logging
 import os
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, Optional
 
 import torch
 from fairseq import utils
@@ -32,6 +32,7 @@ from .data import (
     steps_of,
 )
 from .generator import DocumentSequenceGenerator
+from .interactive import InteractiveLines, InteractiveSession, Placement
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class DocumentTranslationTask(TranslationTask):
     def __init__(self, cfg: DocumentTranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         self.training_plan: Optional[EpochItems] = None  # this worker's items of the current epoch
+        self.interactive = InteractiveSession()
+        self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
         parse_window(cfg.optimization_window)
         if cfg.distributed_world_size > 1 and cfg.ddp_backend not in DDP_BACKENDS:
             raise DocumentDataError(
@@ -121,6 +124,13 @@ class DocumentTranslationTask(TranslationTask):
         """Document batches (``data.py``). Unlike fairseq's default, nothing is skipped:
         ``--skip-invalid-size-inputs-valid-test`` and ``--required-batch-size-multiple`` do not
         apply, since a missing sentence would shift the memory of the rest of its document."""
+        if isinstance(dataset, InteractiveLines):
+            return iterators.EpochBatchIterator(
+                dataset=dataset,
+                collate_fn=dataset.collater,
+                batch_sampler=dataset.batches(max_sentences, max_tokens),
+                disable_shuffling=True,
+            )
         if not isinstance(dataset, DocumentDataset):
             return super().get_batch_iterator(
                 dataset, max_tokens, max_sentences, max_positions, ignore_invalid_inputs,
@@ -184,6 +194,39 @@ class DocumentTranslationTask(TranslationTask):
         model.eval()
         with torch.no_grad():
             criterion.forward_window(model, samples)
+
+    def get_interactive_tokens_and_lengths(self, lines, encode_fn):
+        """fairseq-interactive's lines: an empty line ends a document (``interactive.py``)."""
+        self.placements = self.interactive.place(lines)
+        return super().get_interactive_tokens_and_lengths(lines, encode_fn)
+
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+        pairs = super().build_dataset_for_inference(src_tokens, src_lengths, constraints)
+        if self.placements is None:
+            return pairs
+        placements, self.placements = self.placements, None
+        return InteractiveLines(pairs, placements, self.interactive)
+
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        """fairseq-interactive gives only the source tokens: its batches' lanes come from the
+        session; lines that end documents get an empty translation."""
+        if "lanes" not in sample and self.interactive.pending:
+            batch = self.interactive.take(sample["net_input"]["src_tokens"].size(0))
+            if batch.document_ends:
+                generator.open_documents.close(self.interactive.take_closed_lanes())
+                return [[self.empty_translation()] for _ in range(batch.ids.numel())]
+            device = sample["net_input"]["src_tokens"].device
+            sample = {**sample, "lanes": batch.lanes.to(device), "continues": batch.continues.to(device)}
+        return super().inference_step(generator, models, sample, prefix_tokens, constraints)
+
+    def empty_translation(self) -> dict:
+        return {
+            "tokens": torch.tensor([self.target_dictionary.eos()]),
+            "score": torch.tensor(0.0),
+            "attention": None,
+            "alignment": None,
+            "positional_scores": torch.tensor([0.0]),
+        }
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         if getattr(args, "score_reference", False):

@@ -1,0 +1,126 @@
+"""Document mode for ``fairseq-interactive``: one sentence per line, an empty line ends a document.
+
+fairseq-interactive reads its input in buffers of ``--buffer-size`` lines and, for each buffer,
+asks the task to encode the lines, to build a dataset and an iterator over it, then calls
+``inference_step`` batch by batch with only the source tokens, and prints one result per line.
+``InteractiveSession`` follows the documents across buffers: each non-empty line belongs to the
+open document (a lane) or starts a new one; an empty line closes the open document and gets an
+empty translation, so the output stays aligned with the input. Within a buffer, batch r holds
+the r-th line of each document in it (documents in several buffers carry their memory over);
+the empty lines come last, in a batch of their own. As fairseq-interactive passes only the
+source tokens to ``inference_step``, the session queues each batch's lanes as the collater
+makes it, and the task takes them back, in order, for the generator.
+"""
+from collections import deque
+from dataclasses import dataclass
+from typing import List, Optional
+
+import torch
+from fairseq.data import FairseqDataset
+
+
+@dataclass(frozen=True)
+class Placement:
+    lane: Optional[int]  # None: an empty line, the end of a document
+    continues: bool  # the line goes on with a document begun on an earlier line
+
+
+@dataclass(frozen=True)
+class BatchLanes:
+    ids: torch.Tensor  # line numbers in the buffer, in the batch's row order
+    lanes: torch.Tensor
+    continues: torch.Tensor
+    document_ends: bool  # a batch of empty lines
+
+
+class InteractiveSession:
+    """Documents of one fairseq-interactive run, line by line across buffers."""
+
+    def __init__(self):
+        self.next_lane = 0
+        self.open_lane: Optional[int] = None
+        self.closed_lanes: List[int] = []
+        self.pending = deque()
+
+    def place(self, lines: List[str]) -> List[Placement]:
+        placements = []
+        for line in lines:
+            if not line.strip():
+                if self.open_lane is not None:
+                    self.closed_lanes.append(self.open_lane)
+                self.open_lane = None
+                placements.append(Placement(None, False))
+                continue
+            continues = self.open_lane is not None
+            if not continues:
+                self.open_lane, self.next_lane = self.next_lane, self.next_lane + 1
+            placements.append(Placement(self.open_lane, continues))
+        return placements
+
+    def take(self, rows: int) -> BatchLanes:
+        if not self.pending:
+            raise RuntimeError("fairseq-interactive ran a batch the document session did not make")
+        batch = self.pending.popleft()
+        if batch.ids.numel() != rows:
+            raise RuntimeError(f"batch of {rows} lines, but the session made one of {batch.ids.numel()}")
+        return batch
+
+    def take_closed_lanes(self) -> List[int]:
+        closed, self.closed_lanes = self.closed_lanes, []
+        return closed
+
+
+class InteractiveLines(FairseqDataset):
+    """One buffer of lines (``pairs``: fairseq's dataset of them) placed in documents."""
+
+    def __init__(self, pairs, placements: List[Placement], session: InteractiveSession):
+        super().__init__()
+        self.pairs = pairs
+        self.placements = placements
+        self.session = session
+
+    def __getitem__(self, index):
+        return self.pairs[index]
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def batches(self, max_sentences: Optional[int], max_tokens: Optional[int]) -> List[List[int]]:
+        """Line numbers per batch: round r holds the r-th line of each document, within limits."""
+        segments = {}
+        for line, placement in enumerate(self.placements):
+            if placement.lane is not None:
+                segments.setdefault(placement.lane, []).append(line)
+        rounds = [
+            [segment[r] for segment in segments.values() if r < len(segment)]
+            for r in range(max((len(s) for s in segments.values()), default=0))
+        ]
+        ends = [line for line, placement in enumerate(self.placements) if placement.lane is None]
+        batches = []
+        for lines in rounds + ([ends] if ends else []):
+            batch, width = [], 0
+            for line in lines:
+                width = max(width, int(self.pairs.num_tokens(line)))
+                if batch and (
+                    (max_sentences and len(batch) >= max_sentences)
+                    or (max_tokens and (len(batch) + 1) * width > max_tokens)
+                ):
+                    batches.append(batch)
+                    batch, width = [], int(self.pairs.num_tokens(line))
+                batch.append(line)
+            batches.append(batch)
+        return batches
+
+    def collater(self, samples):
+        batch = self.pairs.collater(samples)
+        ids = batch["id"]
+        placements = [self.placements[line] for line in ids.tolist()]
+        self.session.pending.append(
+            BatchLanes(
+                ids=ids,
+                lanes=torch.tensor([-1 if p.lane is None else p.lane for p in placements]),
+                continues=torch.tensor([p.continues for p in placements]),
+                document_ends=placements[0].lane is None,
+            )
+        )
+        return batch

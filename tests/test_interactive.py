@@ -1,0 +1,69 @@
+"""fairseq-interactive in document mode: one sentence a line, an empty line between documents;
+the translations equal fairseq-generate's for the same documents, whatever the buffer size."""
+import re
+import subprocess
+
+import pytest
+import torch
+
+from conftest import PLUGIN, fairseq_command, run
+from test_cli import TRAIN
+
+
+@pytest.fixture(scope="module")
+def checkpoint(data_bin, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("interactive") / "checkpoints"
+    run([fairseq_command("fairseq-train"), str(data_bin), *TRAIN, "--save-dir", str(save_dir),
+         "--max-update", "6"])
+    state = torch.load(save_dir / "checkpoint_last.pt", weights_only=False)
+    generator = torch.Generator().manual_seed(0)
+    for name, value in state["model"].items():  # reads that matter, as after real training
+        if name.endswith("memory.read_attn.out_proj.weight"):
+            state["model"][name] = torch.randn(value.shape, generator=generator)
+    torch.save(state, save_dir / "reading.pt")
+    return save_dir / "reading.pt"
+
+
+def hypotheses(output):
+    return {int(i): text for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
+
+
+def decoding(checkpoint):
+    return ["--user-dir", str(PLUGIN), "--task", "document_translation", "--path", str(checkpoint),
+            "--beam", "3", "--max-len-b", "20", "--cpu"]
+
+
+def interactive_sentences(data_bin, checkpoint, lines, buffer_size):
+    """Translations of the non-empty ``lines``, checking one output per input line."""
+    result = subprocess.run(
+        [fairseq_command("fairseq-interactive"), str(data_bin), *decoding(checkpoint),
+         "--source-lang", "en", "--target-lang", "de",
+         "--buffer-size", str(buffer_size), "--batch-size", str(buffer_size)],
+        input="\n".join(lines) + "\n", capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    translations = hypotheses(result.stdout)
+    assert sorted(translations) == list(range(len(lines))), "one output per input line"
+    assert all(translations[i] == "" for i, line in enumerate(lines) if not line)
+    return [translations[i] for i, line in enumerate(lines) if line]
+
+
+@pytest.fixture(scope="module")
+def generated(data_bin, checkpoint):
+    output = run([fairseq_command("fairseq-generate"), str(data_bin), *decoding(checkpoint),
+                  "--gen-subset", "test", "--max-tokens", "200"]).stdout
+    translations = hypotheses(output)
+    return [translations[i] for i in range(len(translations))]
+
+
+@pytest.mark.parametrize("buffer_size", [1, 5])
+def test_interactive_documents_translate_as_generate_does(data_bin, checkpoint, generated, buffer_size):
+    lines = (data_bin.parent / "raw" / "test.en").read_text().splitlines()
+    assert "" in lines, "the raw test file separates documents with empty lines"
+    assert interactive_sentences(data_bin, checkpoint, lines, buffer_size) == generated
+
+
+def test_context_matters_every_line_its_own_document_differs(data_bin, checkpoint, generated):
+    lines = [line for line in (data_bin.parent / "raw" / "test.en").read_text().splitlines() if line]
+    alone = interactive_sentences(data_bin, checkpoint, "\n\n".join(lines).split("\n"), 5)
+    assert alone != generated
