@@ -32,6 +32,7 @@ from torch import Tensor
 
 from .carry import MemoryCarry
 from .checkpoint_fit import check_complete, fit_checkpoint
+from .hub import DocumentHubInterface
 from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
 from .memory import RecurrentMemory
 
@@ -203,6 +204,13 @@ class RecurrentMemoryTransformerModel(TransformerModel):
         return RecurrentMemoryTransformerDecoder(
             cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
         )
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub loading, returning a ``DocumentHubInterface`` (``hub.py``):
+        ``translate_document(sentences)`` and ``translate_documents(documents)``."""
+        plain = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+        return DocumentHubInterface(plain.cfg, plain.task, plain.models)
 
     def memory_units(self) -> Dict[str, RecurrentMemory]:
         return {**self.encoder.memory_units(), **self.decoder.memory_units()}

@@ -67,3 +67,20 @@ def test_context_matters_every_line_its_own_document_differs(data_bin, checkpoin
     lines = [line for line in (data_bin.parent / "raw" / "test.en").read_text().splitlines() if line]
     alone = interactive_sentences(data_bin, checkpoint, "\n\n".join(lines).split("\n"), 5)
     assert alone != generated
+
+
+def test_hub_translates_documents_as_generate_does(data_bin, checkpoint, generated):
+    from memory_nmt.model import RecurrentMemoryTransformerModel
+
+    hub = RecurrentMemoryTransformerModel.from_pretrained(
+        str(checkpoint.parent), checkpoint_file=checkpoint.name, data_name_or_path=str(data_bin)
+    )
+    text = (data_bin.parent / "raw" / "test.en").read_text().strip("\n")
+    documents = [document.split("\n") for document in text.split("\n\n")]
+    hub.cfg.generation.max_len_b = 20
+    translations = hub.translate_documents(documents, beam=3)
+    assert [len(t) for t in translations] == [len(d) for d in documents]
+    assert [s for t in translations for s in t] == generated
+    assert hub.translate_document(documents[1], beam=3) == translations[1]
+    with pytest.raises(ValueError, match="document 1: sentence 2 is empty"):
+        hub.translate_document(["a b c .", " "])
