@@ -29,3 +29,35 @@ def test_two_cpu_workers_form_one_job(data_bin, tmp_path):
     assert len(re.findall(r"distributed init \(rank [01]\)", log)) == 2
     assert "'distributed_world_size': 2" in log
     assert (tmp_path / "checkpoints" / "checkpoint_last.pt").exists()
+
+
+def test_two_workers_follow_one_worker_with_update_freq_2(data_bin, tmp_path):
+    """Two workers against one with --update-freq 2: the same number of windows per update,
+    but not the same pairs (whole document groups are dealt to workers), so the losses agree
+    within a tolerance, not exactly. fairseq's own check that every worker has the same
+    gradient norm also runs at every update of the two-worker run."""
+    common = [
+        str(data_bin), "--user-dir", str(PLUGIN), "--task", "document_translation", *TINY_MODEL,
+        "--criterion", "document_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+        "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt",
+        "--warmup-updates", "5", "--max-tokens", "100", "--optimization-window", "2", "--cpu",
+        "--seed", "1", "--max-update", "8", "--ddp-backend", "legacy_ddp", "--disable-validation",
+        "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1",
+    ]
+    two = subprocess.run(
+        [str(Path(sys.executable).with_name("torchrun")), "--nproc_per_node", "2",
+         fairseq_command("fairseq-train"), *common, "--distributed-backend", "gloo",
+         "--save-dir", str(tmp_path / "two")],
+        capture_output=True, text=True, timeout=600,
+    )
+    one = subprocess.run(
+        [fairseq_command("fairseq-train"), *common, "--update-freq", "2", "--save-dir", str(tmp_path / "one")],
+        capture_output=True, text=True, timeout=600,
+    )
+    losses = [
+        [float(x) for x in re.findall(r" loss=([0-9.]+)", run.stdout + run.stderr)] for run in (two, one)
+    ]
+    assert two.returncode == 0 and one.returncode == 0, (two.stderr + one.stderr)[-3000:]
+    assert len(losses[0]) == len(losses[1]) == 8
+    assert max(abs(a - b) for a, b in zip(*losses)) < 0.3, losses
+    assert abs(losses[0][-1] - losses[1][-1]) < 0.1, losses
