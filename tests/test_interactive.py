@@ -84,3 +84,25 @@ def test_hub_translates_documents_as_generate_does(data_bin, checkpoint, generat
     assert hub.translate_document(documents[1], beam=3) == translations[1]
     with pytest.raises(ValueError, match="document 1: sentence 2 is empty"):
         hub.translate_document(["a b c .", " "])
+
+
+def test_interactive_tokenizes_and_detokenizes_with_moses(data_bin, checkpoint, generated):
+    """Raw input ("it was red.") is Moses-tokenized as fairseq does; the H- lines equal the
+    translations of the tokenized text, and the D- lines are their Moses detokenization."""
+    from sacremoses import MosesDetokenizer
+
+    lines = (data_bin.parent / "raw" / "test.en").read_text().splitlines()
+    raw = [line[:-2] + "." if line.endswith(" .") else line for line in lines]
+    result = subprocess.run(
+        [fairseq_command("fairseq-interactive"), str(data_bin), *decoding(checkpoint),
+         "--source-lang", "en", "--target-lang", "de", "--tokenizer", "moses",
+         "--buffer-size", "4", "--batch-size", "4"],
+        input="\n".join(raw) + "\n", capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    tokenized = hypotheses(result.stdout)
+    detokenized = {int(i): t for i, t in re.findall(r"^D-(\d+)\t[^\t]*\t(.*)$", result.stdout, re.M)}
+    sentences = [i for i, line in enumerate(lines) if line]
+    assert [tokenized[i] for i in sentences] == generated
+    detokenizer = MosesDetokenizer(lang="de")
+    assert [detokenized[i] for i in sentences] == [detokenizer.detokenize(t.split()) for t in generated]
