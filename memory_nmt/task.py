@@ -3,9 +3,10 @@
 Datasets are fairseq-preprocess output plus ``{split}.{src}-{tgt}.docids`` (``data.py``).
 ``get_batch_iterator`` hands fairseq one item per optimisation window (training split) or per
 sentence step (other splits), already sharded per data-parallel worker, never shuffled inside
-a group; fairseq-interactive's lines are documents separated by empty lines (``interactive.py``). ``train_step`` trains on a window through the criterion's truncated back-propagation
+a group. ``train_step`` trains on a window through the criterion's truncated back-propagation
 (``criterion.py``), and ``build_generator`` returns the document generator (``generator.py``),
-so ``fairseq-train`` and ``fairseq-generate`` work unchanged.
+so ``fairseq-train`` and ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and
+the hub's documents, are placed in documents by ``interactive.py``.
 """
 import logging
 import os
