@@ -83,3 +83,15 @@ def test_resuming_inside_a_group_replays_it_and_follows_the_same_losses(data_bin
     got = first + losses(resumed)
     assert len(got) == len(expected) == 5
     assert all(abs(float(a) - float(b)) < 0.01 for a, b in zip(got, expected)), (got, expected)
+
+
+def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin, tmp_path):
+    save_dir = tmp_path / "checkpoints"
+    arguments = [*TRAIN, "--save-dir", str(save_dir), "--save-interval-updates", "2"]
+    run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "4"])
+    assert (save_dir / "checkpoint_1_2.pt").exists() and (save_dir / "checkpoint_1_4.pt").exists()
+    resumed = run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "6",
+                   "--restore-file", str(save_dir / "checkpoint_1_4.pt")])
+    log = resumed.stdout + resumed.stderr
+    assert re.search(r"Loaded checkpoint .*checkpoint_1_4\.pt \(epoch 1 @ 4 updates\)", log)
+    assert "num_updates 6" in log or "num_updates=6" in log
