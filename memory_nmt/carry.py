@@ -65,7 +65,7 @@ class MemoryCarry:
         if not kept:
             return self
         older = older.select(older.lanes[kept])
-        length = max(older_states.size(0) for older_states in [*older.states.values(), *self.states.values()])
+        length = max(states.size(0) for states in [*older.states.values(), *self.states.values()])
 
         def padded(states, mask):
             missing = length - states.size(0)
