@@ -1,7 +1,7 @@
 """Quickstart: a sentence-level transformer against the recurrent-memory model, on CPU.
 
 Generates synthetic documents whose translation needs earlier sentences
-(``memory_nmt.synthetic``), binarizes them with fairseq-preprocess, trains a sentence-level
+(``memory_nmt.evaluation.synthetic``), binarizes them with fairseq-preprocess, trains a sentence-level
 ``transformer`` and a ``transformer_recurrent_memory`` of the same size for the same budget,
 translates the test documents with each, and prints s-BLEU, d-BLEU and the accuracy on the
 context-dependent words (also written to WORK/results.txt): the memory model gets them right,
@@ -28,7 +28,7 @@ PLUGIN = ROOT / "memory_nmt"
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from document_bleu import score_documents  # noqa: E402
-from memory_nmt.synthetic import context_accuracy, generate_documents, write_documents  # noqa: E402
+from memory_nmt.evaluation.synthetic import context_accuracy, generate_documents, write_documents  # noqa: E402
 
 SPLITS = {"train": 1000, "valid": 100, "test": 100}  # documents per split
 SPLIT_SEED_OFFSET = {"train": 0, "valid": 1000, "test": 2000}

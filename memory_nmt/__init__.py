@@ -1,11 +1,17 @@
-"""memory_nmt: document translation with a recurrent memory, as a fairseq ``--user-dir`` plugin.
+"""memory_nmt: document-level translation systems on one document pipeline, as a fairseq ``--user-dir`` plugin.
 
-Importing the package registers, with fairseq:
-- the model ``transformer_recurrent_memory`` and its named architectures (``model.py``),
-- the task ``document_translation`` (``task.py``),
-- the criterion ``document_label_smoothed_cross_entropy`` (``criterion.py``),
-- the lr scheduler ``two_rate_inverse_sqrt`` (``two_rate_schedule.py``),
-makes fairseq's checkpoints loadable under torch >= 2.6 (``checkpoint_loading.py``), and lets
+- ``pipeline/``: the document machinery every system shares: document indexes, lanes and
+  batches, the ``document_translation`` task, the ``document_label_smoothed_cross_entropy``
+  criterion, document decoding, fairseq-interactive's document mode and the hub, and the one
+  interface a system implements (``pipeline/system.py``).
+- ``systems/``: one package per system, holding only what makes it that system:
+  ``recurrent_memory`` (``transformer_recurrent_memory``, with the ``two_rate_inverse_sqrt``
+  scheduler) and ``context_concat`` (``transformer_context_concat``). fairseq's plain
+  ``transformer`` runs in the pipeline as the sentence-level system.
+- ``evaluation/``: contrastive scoring in context and the synthetic test documents.
+
+Importing the package registers the systems, task, criterion and scheduler with fairseq, makes
+fairseq's checkpoints loadable under torch >= 2.6 (``checkpoint_loading.py``), and lets
 fairseq's distributed training run under torchrun on CPU-only machines (``cpu_distributed.py``).
 """
 from .checkpoint_loading import allow_fairseq_checkpoints
@@ -14,4 +20,6 @@ from .cpu_distributed import allow_cpu_torchrun
 allow_fairseq_checkpoints()
 allow_cpu_torchrun()
 
-from . import criterion, model, task, two_rate_schedule  # noqa: E402,F401  (registration side effects)
+from .pipeline import criterion, task  # noqa: E402,F401  (registration side effects)
+from .systems.recurrent_memory import model as recurrent_memory_model  # noqa: E402,F401
+from .systems.recurrent_memory import two_rate_schedule  # noqa: E402,F401

@@ -51,11 +51,11 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from memory_nmt.data import Document as DocumentSpan  # noqa: E402
-from memory_nmt.data import DocumentDataset, plan_epoch  # noqa: E402
-from memory_nmt.generator import DocumentSequenceGenerator  # noqa: E402
-from memory_nmt.model import RecurrentMemoryTransformerModel  # noqa: E402
-from memory_nmt.synthetic import generate_documents, generate_long_document  # noqa: E402
+from memory_nmt.pipeline.data import Document as DocumentSpan  # noqa: E402
+from memory_nmt.pipeline.data import DocumentDataset, plan_epoch  # noqa: E402
+from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
+from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel  # noqa: E402
+from memory_nmt.evaluation.synthetic import generate_documents, generate_long_document  # noqa: E402
 
 DEFAULT_DIMS = {  # embed_dim, ffn_dim, heads, layers (each side)
     "cpu": (256, 1024, 4, 3),

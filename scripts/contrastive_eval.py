@@ -4,7 +4,7 @@ For every test item, the item's preceding source sentences and their reference t
 through the model first (the memory carried as in training), then every candidate translation
 of the current sentence is scored (sum of token log-probabilities, end of sentence included);
 an item is right when its correct candidate scores strictly best. Items are read by
-``memory_nmt.contrastive`` from one of these layouts (FILES in this order):
+``memory_nmt.evaluation.contrastive`` from one of these layouts (FILES in this order):
 
   contrapro      JSON CONTEXT_SRC TEXT_SRC CONTEXT_TGT TEXT_TGT   contrapro.json and the files
                  its json2text_and_context.pl writes (--context-size as given to it, default 1)
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import memory_nmt  # noqa: E402,F401  (registers the plugin; lets fairseq load checkpoints)
-from memory_nmt import contrastive  # noqa: E402
+from memory_nmt.evaluation import contrastive  # noqa: E402
 from text_files import TextFileError  # noqa: E402
 
 FILES = {

@@ -66,8 +66,8 @@ from benchmark_decoding import (  # noqa: E402
     resident_bytes,
     step_batches,
 )
-from memory_nmt.generator import DocumentSequenceGenerator  # noqa: E402
-from memory_nmt.synthetic import Document  # noqa: E402
+from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
+from memory_nmt.evaluation.synthetic import Document  # noqa: E402
 
 MODELS = ("sentence", "memory", "document")
 LABELS = {

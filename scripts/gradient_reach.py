@@ -52,7 +52,7 @@ from tqdm import tqdm  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import memory_nmt  # noqa: E402,F401  (registers the plugin; lets fairseq load its checkpoints)
-from memory_nmt.data import Document, DocumentDataset  # noqa: E402
+from memory_nmt.pipeline.data import Document, DocumentDataset  # noqa: E402
 
 SIDES = ("source", "target")
 

@@ -33,7 +33,7 @@ import torch  # noqa: E402
 
 import memory_nmt  # noqa: E402,F401  (registers the plugin; lets fairseq load checkpoints)
 from fairseq import checkpoint_utils  # noqa: E402
-from memory_nmt.data import DocumentDataError, DocumentDataset  # noqa: E402
+from memory_nmt.pipeline.data import DocumentDataError, DocumentDataset  # noqa: E402
 
 SIDES = ("decoder", "encoder")
 

@@ -34,7 +34,7 @@ def run(command, cwd=None):
 @pytest.fixture(scope="session")
 def data_bin(tmp_path_factory):
     """train/valid/test splits of synthetic documents, binarized, with their docids."""
-    from memory_nmt import synthetic
+    from memory_nmt.evaluation import synthetic
 
     root = tmp_path_factory.mktemp("corpus")
     for split, count, seed in (("train", 40, 1), ("valid", 8, 2), ("test", 6, 3)):

@@ -79,7 +79,7 @@ def test_resuming_inside_a_group_replays_it_and_follows_the_same_losses(data_bin
                    "--save-dir", str(split), "--max-update", "5"])
     log = resumed.stdout + resumed.stderr
     assert "resuming inside group" in log and "replaying its first 2 sentence steps" in log
-    assert "continue from the initial memory" not in log
+    assert "continue as if they started there" not in log
     got = first + losses(resumed)
     assert len(got) == len(expected) == 5
     assert all(abs(float(a) - float(b)) < 0.01 for a, b in zip(got, expected)), (got, expected)

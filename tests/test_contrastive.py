@@ -10,8 +10,8 @@ import torch
 from fairseq.sequence_scorer import SequenceScorer
 
 from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run
-from memory_nmt import synthetic
-from memory_nmt.contrastive import (
+from memory_nmt.evaluation import synthetic
+from memory_nmt.evaluation.contrastive import (
     ContrastiveDataError,
     ContrastiveItem,
     contrapro_groups,

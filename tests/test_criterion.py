@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import TINY_MODEL, batches, build, make_reads_nonzero
-from memory_nmt.carry import MemoryCarryError
+from memory_nmt.pipeline.carry import CarryOrderError
 
 
 def _window_of_three(task):
@@ -94,7 +94,7 @@ def test_memory_is_carried_across_windows_and_checked(data_bin):
     carried = criterion.carries.get(second[0]["position"])
     assert carried is not None and set(carried.lanes.tolist()) >= set(second[0]["lanes"].tolist())
     criterion.forward_window(model, second)
-    with pytest.raises(MemoryCarryError, match="does not continue"):
+    with pytest.raises(CarryOrderError, match="does not continue"):
         criterion.forward_window(model, second)
 
 
@@ -115,7 +115,7 @@ def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin):
 
     _, _, resumed_criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "1")
     assert not resumed_criterion.carries.holds(target.stream)
-    task.rebuild_interrupted_memory(target, model, resumed_criterion)
+    task.rebuild_interrupted_carry(target, model, resumed_criterion)
     rebuilt = resumed_criterion.carries.get(target)
     assert torch.equal(walked.lanes, rebuilt.lanes)
     for name in walked.memory:

@@ -4,7 +4,7 @@ import collections
 import pytest
 
 from conftest import TINY_MODEL, batches, build
-from memory_nmt.data import DocumentDataError, parse_window, read_docids
+from memory_nmt.pipeline.data import DocumentDataError, parse_window, read_docids
 
 
 def test_docids_errors_name_file_and_line(tmp_path):
@@ -126,7 +126,7 @@ def test_one_sentence_documents(data_bin, tmp_path):
     """Every sentence its own document: one step per group, every sentence decoded once."""
     import shutil
 
-    from memory_nmt.generator import DocumentSequenceGenerator
+    from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 
     data = tmp_path / "bin"
     shutil.copytree(data_bin, data)

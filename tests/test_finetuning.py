@@ -11,9 +11,9 @@ import torch
 from fairseq import checkpoint_utils, metrics
 from fairseq.trainer import Trainer
 
-import memory_nmt.two_rate_schedule  # noqa: F401  registers the scheduler for the in-process tests
+import memory_nmt.systems.recurrent_memory.two_rate_schedule  # noqa: F401  registers the scheduler for the in-process tests
 from conftest import PLUGIN, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run
-from memory_nmt.checkpoint_fit import CheckpointMismatchError
+from memory_nmt.systems.recurrent_memory.checkpoint_fit import CheckpointMismatchError
 
 COMMON = [
     "--user-dir", str(PLUGIN), "--label-smoothing", "0.1", "--optimizer", "adam",

@@ -3,7 +3,7 @@ during a sentence's beam search and moves after it."""
 import torch
 
 from conftest import TINY_MODEL, batches, build, make_reads_nonzero
-from memory_nmt.generator import DocumentSequenceGenerator
+from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 
 
 def _decoding_model(data_bin):

@@ -70,7 +70,7 @@ def test_context_matters_every_line_its_own_document_differs(data_bin, checkpoin
 
 
 def test_hub_translates_documents_as_generate_does(data_bin, checkpoint, generated):
-    from memory_nmt.model import RecurrentMemoryTransformerModel
+    from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel
 
     hub = RecurrentMemoryTransformerModel.from_pretrained(
         str(checkpoint.parent), checkpoint_file=checkpoint.name, data_name_or_path=str(data_bin)

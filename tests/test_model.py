@@ -5,8 +5,8 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
-from memory_nmt.generator import DocumentSequenceGenerator
-from memory_nmt.model import memory_layer_indices
+from memory_nmt.pipeline.generator import DocumentSequenceGenerator
+from memory_nmt.systems.recurrent_memory.model import memory_layer_indices
 
 PLAIN_MODEL = ["--arch", "transformer", *TINY_DIMS]
 

@@ -14,7 +14,8 @@ How documents become batches, with 5 documents A(3 sentences) B(3) C(2) D(2) E(1
 Batch t of a group holds sentence t of every document of the group that is that long, so
 consecutive batches of a group continue the same documents, each in its own lane (lane
 numbers go with every batch, see ``carry.py``). Documents are sorted by length before groups
-are filled, so lanes empty late. ``--max-tokens`` bounds the padded tokens of every batch.
+are filled, so lanes empty late. ``--max-tokens`` bounds the padded tokens of every batch,
+counting the previous sentences a system prepends to each sentence (``step_tokens``).
 
 For data-parallel training, whole groups are dealt to workers (longest first, each to the
 worker with the fewest steps so far), so every document lands in exactly one lane of one
@@ -171,12 +172,10 @@ class DocumentDataset(FairseqDataset):
         )
 
     def check_positions(self, max_positions):
-        """Refuse sentences longer than the model takes: dropping one would shift the memory."""
+        """Refuse sentences longer than the model takes: dropping one would shift the context."""
         if max_positions is None:
             return
-        max_source, max_target = (
-            max_positions if isinstance(max_positions, tuple) else (max_positions, max_positions)
-        )
+        max_source, max_target = side_limits(max_positions)
         sizes = np.asarray(self.pairs.sizes).reshape(len(self.pairs), -1)
         for column, limit, side in ((0, max_source, "source"), (-1, max_target, "target")):
             if limit is None:
@@ -191,7 +190,35 @@ class DocumentDataset(FairseqDataset):
                     "raise --max-source-positions / --max-target-positions"
                 )
 
-    def groups(self, max_tokens: Optional[int], max_sentences: Optional[int]) -> List[List[Document]]:
+    def step_tokens(self, document: Document, context: Tuple[int, int], max_positions) -> List[int]:
+        """The tokens each sentence of ``document`` takes in a batch: the sentence with the
+        previous sentences of its document that its system reads besides it (``context``: how
+        many source and target sentences), each side at most the model's positions, to which
+        the system cuts the context."""
+        first, length = document.first, document.length
+        if context == (0, 0):
+            return [int(self.pairs.num_tokens(first + t)) for t in range(length)]
+        widths = np.zeros(length, dtype=np.int64)
+        sides = ((self.pairs.src_sizes, context[0]), (self.pairs.tgt_sizes, context[1]))
+        for (sizes, previous), limit in zip(sides, side_limits(max_positions)):
+            if sizes is None:
+                continue
+            own = np.asarray(sizes[first:first + length], dtype=np.int64)
+            running = np.concatenate([[0], np.cumsum(own)])
+            start = np.maximum(0, np.arange(length) - previous)
+            with_context = running[1:] - running[start]
+            if limit is not None:
+                with_context = np.maximum(np.minimum(with_context, limit), own)
+            widths = np.maximum(widths, with_context)
+        return [int(width) for width in widths]
+
+    def groups(
+        self,
+        max_tokens: Optional[int],
+        max_sentences: Optional[int],
+        context: Tuple[int, int] = (0, 0),
+        max_positions=None,
+    ) -> List[List[Document]]:
         """Fill groups with documents of similar length, longest first, within the limits."""
         if max_tokens is None and max_sentences is None:
             raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
@@ -199,11 +226,12 @@ class DocumentDataset(FairseqDataset):
         groups: List[List[Document]] = []
         widths: List[int] = []  # the widest sentence of the open group at each step
         for document in ordered:
-            tokens = [int(self.pairs.num_tokens(document.first + t)) for t in range(document.length)]
+            tokens = self.step_tokens(document, context, max_positions)
             if max_tokens is not None and max(tokens) > max_tokens:
                 index = document.first + int(np.argmax(tokens))
+                with_context = " with the previous sentences its system reads" if context != (0, 0) else ""
                 raise DocumentDataError(
-                    f"{self._describe(index)} has {max(tokens)} tokens, more than "
+                    f"{self._describe(index)} has {max(tokens)} tokens{with_context}, more than "
                     f"--max-tokens {max_tokens}; raise --max-tokens"
                 )
             fits = bool(groups) and (max_sentences is None or len(groups[-1]) < max_sentences)
@@ -240,6 +268,13 @@ class DocumentDataset(FairseqDataset):
         batch["lanes"] = torch.tensor([lane_of[index] for index in batch["id"].tolist()])
         batch["position"] = step.position
         return batch
+
+
+def side_limits(max_positions) -> Tuple[Optional[int], Optional[int]]:
+    """(source, target) limits of fairseq's ``max_positions`` (a number, a pair, or None)."""
+    if isinstance(max_positions, tuple):
+        return max_positions
+    return max_positions, max_positions
 
 
 def deal_to_shards(groups: List[List[Document]], num_shards: int) -> List[List[int]]:
@@ -320,12 +355,15 @@ def plan_epoch(
     seed: int,
     epoch: int,
     window: Optional[Tuple[Optional[int], Optional[int]]],
+    context: Tuple[int, int] = (0, 0),
+    max_positions=None,
 ) -> EpochItems:
-    """The items worker ``shard_id`` sees in ``epoch``; ``window`` None means one step an item."""
-    groups = dataset.groups(max_tokens, max_sentences)
+    """The items worker ``shard_id`` sees in ``epoch``; ``window`` None means one step an item.
+    ``context`` and ``max_positions`` size the steps (``DocumentDataset.step_tokens``)."""
+    groups = dataset.groups(max_tokens, max_sentences, context, max_positions)
     if len(groups) < num_shards:  # a small split: fewer lanes per group, so every worker has one
         lanes = max(1, len(dataset.documents) // num_shards)
-        groups = dataset.groups(max_tokens, min(lanes, max_sentences or lanes))
+        groups = dataset.groups(max_tokens, min(lanes, max_sentences or lanes), context, max_positions)
     per_shard = []
     for shard, group_indices in enumerate(deal_to_shards(groups, num_shards)):
         items: List[List[SentenceStep]] = []

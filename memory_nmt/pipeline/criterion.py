@@ -1,21 +1,24 @@
 """``document_label_smoothed_cross_entropy``: label-smoothed cross entropy over documents.
 
-The criterion owns the training and validation memory: it walks each group's batches in
-order (``data.py``), reads each lane's memory from the ``MemoryCarry`` of the previous batch
-(``carry.py``) and keeps the new one for the next batch, per stream (split), checking that
-every batch continues the one before.
+The criterion owns what the lanes carry in training and validation: it walks each group's
+batches in order (``data.py``), asks the system (``system.py``) for each sentence step's
+context from the carry of the previous batch (``carry.py``) and keeps what the step carries out
+for the next batch, per stream (split), checking that every batch continues the one before.
+The loss and its size are those of the current sentences only, whatever context they read.
 
-Gradient truncation (paper section 3.4, "back-propagated to the current and most recent
-sentences"): sentence t's loss reaches sentence t's computation, the Update Attention that
-wrote sentence t−1 into the memory, and sentence t−1's states (the whole computation that
-produced them), but nothing of sentence t−2 or earlier. The memory itself is detached
-between sentences. Sentence t−1's states enter sentence t as fresh leaves; after sentence t's
-forward pass, the gradient its loss sends to those leaves is taken (``torch.autograd.grad``),
-and sentence t−1's graph is back-propagated once, with its own loss plus that gradient. So
-each sentence's graph is released after one backward, at most two graphs live at a time,
-and whatever reaches sentence t−1's own memory leaves stops there. A window's last sentence
-is back-propagated alone, before the optimizer step: the first sentence of the next window
-still trains the Update Attention, but sends nothing into the previous window's states.
+Gradient truncation, for systems whose carry has differentiable states (the recurrent memory
+model; paper section 3.4, "back-propagated to the current and most recent sentences"):
+sentence t's loss reaches sentence t's computation, the Update Attention that wrote sentence
+t−1 into the memory, and sentence t−1's states (the whole computation that produced them), but
+nothing of sentence t−2 or earlier. The memory itself is detached between sentences. Sentence
+t−1's states enter sentence t as fresh leaves; after sentence t's forward pass, the gradient its
+loss sends to those leaves is taken (``torch.autograd.grad``), and sentence t−1's graph is
+back-propagated once, with its own loss plus that gradient. So each sentence's graph is
+released after one backward, at most two graphs live at a time, and whatever reaches sentence
+t−1's own memory leaves stops there. A window's last sentence is back-propagated alone, before
+the optimizer step: the first sentence of the next window still trains the Update Attention,
+but sends nothing into the previous window's states. A system whose carry has no
+differentiable states (previous sentences' tokens) back-propagates each sentence at once.
 """
 from typing import Callable, List, Optional
 
@@ -26,8 +29,9 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterionConfig,
 )
 
-from .carry import CarryStore, MemoryCarry
+from .carry import Carry, CarryStore
 from .data import steps_of
+from .system import document_system
 
 
 @register_criterion(
@@ -39,10 +43,10 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         self.carries = CarryStore()
 
     def forward(self, model, sample, reduce=True):
-        """Loss of one batch of sentences (one step of a group), carrying the memory.
+        """Loss of one batch of sentences (one step of a group), with what its lanes carried in.
 
         A training window given here (fairseq's zero-weight dummy batch in a padded
-        validation shard) is run from the initial memory and leaves no carry behind.
+        validation shard) is run as if its documents started there and leaves no carry behind.
         """
         return self.forward_window(model, steps_of(sample), stateless="steps" in sample)
 
@@ -57,14 +61,14 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         """Run consecutive steps of one group; with ``backward``, train on them (see above).
 
         Returns the summed (detached) loss, sample size and logging output. ``stateless``
-        starts from the initial memory and keeps no carry (fairseq's dummy batches).
+        starts with nothing carried and keeps no carry (fairseq's dummy batches).
         ``loss_scale`` is the factor ``backward`` multiplies losses by (fp16, AMP): the
         gradient sent back to the previous sentence is taken at that scale, so it does not
         underflow where fp16 gradients would.
         """
         carry = None if stateless else self.carries.get(steps[0]["position"])
         total_loss, total_size, total_log = 0.0, 0, {}
-        waiting = None  # (loss, states) of the previous step of this window, not yet back-propagated
+        waiting = None  # (loss, carry) of the previous step, not yet back-propagated
         for sample in steps:
             lanes = sample["lanes"]
             carry_in = carry.select(lanes) if carry is not None else None
@@ -74,22 +78,31 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             if backward is not None:
                 if waiting is not None:
                     backward(self._with_gradient_from_next(waiting, carry_in, loss, loss_scale))
-                waiting = (loss, carry)
+                    waiting = None
+                if carry.differentiable_states():
+                    waiting = (loss, carry)
+                else:
+                    backward(loss)
             total_loss = total_loss + loss.detach()
             total_size += sample_size
             for key, value in logging_output.items():
                 total_log[key] = total_log.get(key, 0) + value
             carry = carry.detach() if backward is None else carry
-        if backward is not None:
+        if waiting is not None:
             backward(waiting[0])
         if not stateless:
             self.carries.keep(steps[-1]["position"], carry.detach())
         return total_loss, total_size, total_log
 
-    def forward_step(self, model, sample, carry: Optional[MemoryCarry]):
+    def forward_step(self, model, sample, carry: Optional[Carry]):
+        """Loss of one sentence step whose lanes carried ``carry`` in (selected to its rows, or
+        None at a group's first step), and what the step carries out."""
+        system = document_system(model)
         net_input = sample["net_input"]
-        memory = model.read_memory(carry, net_input["src_tokens"].size(0))
-        net_output = model(**net_input, memory=memory)
+        context = system.sentence_context(
+            carry, sample["lanes"], None, net_input, target_room=sample["target"].size(1) - 1
+        )
+        net_output = model(**net_input, **context.inputs)
         loss, nll_loss = self.compute_loss(model, net_output, sample)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
@@ -103,22 +116,25 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             n_correct, total = self.compute_accuracy(model, net_output, sample)
             logging_output["n_correct"] = n_correct.item()
             logging_output["total"] = total.item()
-        memory = {name: m.detach() for name, m in memory.items()}
-        carry = model.carry_after(sample["lanes"], memory, net_output[1]["encoder_out"], net_output[1])
+        carry = system.carry_out(
+            context, sample["lanes"], net_input, sample["target"], net_output[1].get("encoder_out"), net_output[1]
+        )
         return loss, sample_size, logging_output, carry
 
     @staticmethod
-    def _with_gradient_from_next(waiting, carry_in: MemoryCarry, next_loss, loss_scale: float):
+    def _with_gradient_from_next(waiting, carry_in: Carry, next_loss, loss_scale: float):
         """The previous step's loss, plus a term whose gradient is what ``next_loss`` sends
         into the previous step's states (taken at the leaves ``carry_in`` gave them, from the
         loss as ``backward`` scales it, and divided back so ``backward`` may scale it again)."""
         previous_loss, previous_carry = waiting
-        names = list(carry_in.states)
-        leaves = [carry_in.states[name] for name in names]
-        grads = torch.autograd.grad(next_loss * loss_scale, leaves, retain_graph=True, allow_unused=True)
-        selected = previous_carry.select(carry_in.lanes)
+        leaves_of = carry_in.differentiable_states()
+        names = list(leaves_of)
+        grads = torch.autograd.grad(
+            next_loss * loss_scale, [leaves_of[name] for name in names], retain_graph=True, allow_unused=True
+        )
+        selected = previous_carry.select(carry_in.lanes).differentiable_states()
         surrogate = previous_loss
         for name, grad in zip(names, grads):
             if grad is not None:
-                surrogate = surrogate + (selected.states[name].float() * grad.float()).sum() / loss_scale
+                surrogate = surrogate + (selected[name].float() * grad.float()).sum() / loss_scale
         return surrogate

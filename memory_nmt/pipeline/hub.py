@@ -1,8 +1,8 @@
-"""Document translation from Python: ``RecurrentMemoryTransformerModel.from_pretrained(...)``.
+"""Document translation from Python: ``from_pretrained(...)`` of any document system's model class.
 
 ``DocumentHubInterface`` is fairseq's ``GeneratorHubInterface`` (raw text in, raw text out, with
 the checkpoint's or the given ``bpe`` and ``tokenizer``) that translates whole documents: the
-sentences of each document carry the memory from one to the next, and several documents are
+sentences of each document carry their context from one to the next, and several documents are
 translated together, one batch per sentence round, as ``fairseq-interactive`` does
 (``interactive.py``).
 """
@@ -26,5 +26,5 @@ class DocumentHubInterface(GeneratorHubInterface):
         return [[next(translations) for _ in [*document, ""]][:-1] for document in documents]
 
     def translate_document(self, sentences: List[str], beam: int = 5, **kwargs) -> List[str]:
-        """One translation per sentence, the memory carried from sentence to sentence."""
+        """One translation per sentence, the context carried from sentence to sentence."""
         return self.translate_documents([sentences], beam=beam, **kwargs)[0]

@@ -1,4 +1,4 @@
-"""Contrastive evaluation in context: test-set readers and a memory-carrying candidate scorer.
+"""Contrastive evaluation in context: test-set readers and a candidate scorer for any document system.
 
 A contrastive item is a source sentence, the sentences that precede it in its document (source
 and reference translation, in order) and several candidate translations of it, exactly one
@@ -26,21 +26,23 @@ format gives one):
 
 Scoring (``score_items``): a batch holds items with the same number of context sentences, one
 lane each. Step t feeds context sentence t of every lane, teacher-forced on its reference
-translation, and carries the memory as training does (``read_memory``, then ``carry_after``);
-the last step feeds the current sentence once per candidate, each row reading its item's memory
-(``carry.select`` with the lane repeated). A candidate's score is the sum of the log-probabilities
-of its tokens and the end of sentence (fairseq's convention; no length normalisation, as in
-ContraPro's evaluation). A model without memory (a plain ``transformer``) scores the candidates
-with no context at all.
+translation, and carries what the system carries in training (``pipeline/system.py``:
+``sentence_context``, then ``carry_out``); the last step feeds the current sentence once per
+candidate, each row reading its item's context (``carry.select`` with the lane repeated). A
+candidate's score is the sum of the log-probabilities of its tokens and the end of sentence
+(fairseq's convention; no length normalisation, as in ContraPro's evaluation). A sentence-level
+model (a plain ``transformer``) scores the candidates with no context at all.
 """
 import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 from fairseq.data import data_utils
+
+from ..pipeline.system import document_system
 
 VOITA_SEPARATOR = " _eos "
 
@@ -269,19 +271,23 @@ def _collate(task, sources: List[torch.Tensor], targets: List[torch.Tensor]):
     return {"src_tokens": src_tokens, "src_lengths": lengths, "prev_output_tokens": prev_output_tokens}, target
 
 
-def uses_memory(model) -> bool:
-    return hasattr(model, "memory_units") and bool(model.memory_units())
-
-
 class _EncodedItem:
-    """An item's sentences as token tensors of one model's dictionaries."""
+    """An item's sentences as token tensors of one model's dictionaries; ``width`` is the most
+    tokens one of its rows takes, with the previous sentences the system prepends
+    (``context``: how many source and target sentences)."""
 
-    def __init__(self, task, item: ContrastiveItem):
+    def __init__(self, task, item: ContrastiveItem, context: Tuple[int, int]):
         src, tgt = task.source_dictionary, task.target_dictionary
         self.context = [(_encode(src, s), _encode(tgt, t)) for s, t in zip(item.context_source, item.context_target)]
         self.source = _encode(src, item.source)
         self.candidates = [_encode(tgt, c) for c in item.candidates]
         self.longest = max(t.numel() for t in [self.source, *self.candidates, *(x for pair in self.context for x in pair)])
+        source_context, target_context = context
+        self.width = max(
+            sum(s.numel() for s, _ in self.context[len(self.context) - source_context:]) + self.source.numel(),
+            sum(t.numel() for _, t in self.context[len(self.context) - target_context:])
+            + max(c.numel() for c in self.candidates),
+        ) if source_context or target_context else self.longest
 
 
 def _batches(encoded: List[_EncodedItem], order: Iterable[int], max_tokens: int, items, max_positions):
@@ -294,50 +300,55 @@ def _batches(encoded: List[_EncodedItem], order: Iterable[int], max_tokens: int,
                 f"{items[index].where}: a sentence of {item.longest} tokens exceeds the model's "
                 f"{max_positions} positions"
             )
-        cost = (rows + len(item.candidates)) * max(longest, item.longest)
+        cost = (rows + len(item.candidates)) * max(longest, item.width)
         if batch and cost > max_tokens:
             yield batch
             batch, rows, longest = [], 0, 0
-        if len(item.candidates) * item.longest > max_tokens:
+        if len(item.candidates) * item.width > max_tokens:
             raise ContrastiveDataError(
                 f"{items[index].where}: its {len(item.candidates)} candidates of up to "
-                f"{item.longest} tokens exceed --max-tokens {max_tokens}; raise --max-tokens"
+                f"{item.width} tokens (with context) exceed --max-tokens {max_tokens}; raise --max-tokens"
             )
         batch.append(index)
-        rows, longest = rows + len(item.candidates), max(longest, item.longest)
+        rows, longest = rows + len(item.candidates), max(longest, item.width)
     if batch:
         yield batch
 
 
-def _candidate_scores(model, net_input, target, pad, memory=None) -> torch.Tensor:
+def _run_step(model, system, task, carry, sources, targets):
+    """One teacher-forced sentence step of the system: (decoder output, carry out)."""
+    net_input, target = _collate(task, sources, targets)
+    lanes = torch.arange(len(sources))
+    context = system.sentence_context(carry, lanes, None, net_input, target_room=target.size(1) - 1)
+    output = model(**net_input, **context.inputs)
+    carry = system.carry_out(context, lanes, net_input, target, output[1].get("encoder_out"), output[1])
+    return output, target, carry
+
+
+def _candidate_scores(model, output, target, pad) -> torch.Tensor:
     """Sum of the log-probabilities of each row's target tokens (end of sentence included)."""
-    extra_input = {} if memory is None else {"memory": memory}
-    output = model(**net_input, **extra_input)
     log_probs = model.get_normalized_probs(output, log_probs=True)
     token_scores = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
     return token_scores.masked_fill(target.eq(pad), 0.0).sum(-1)
 
 
 def _score_batch(model, task, batch: List[_EncodedItem]) -> List[List[float]]:
-    pad = task.target_dictionary.pad()
-    memory_model = uses_memory(model)
+    system = document_system(model)
     carry = None
-    if memory_model:
-        lanes = torch.arange(len(batch))
+    if system.reads_context:
         for step in range(len(batch[0].context)):
-            net_input, _ = _collate(task, [item.context[step][0] for item in batch], [item.context[step][1] for item in batch])
-            memory = model.read_memory(carry, len(batch))
-            _, extra = model(**net_input, memory=memory)
-            carry = model.carry_after(lanes, memory, extra["encoder_out"], extra)
+            _, _, carry = _run_step(
+                model, system, task, carry,
+                [item.context[step][0] for item in batch], [item.context[step][1] for item in batch],
+            )
     repeated = [lane for lane, item in enumerate(batch) for _ in item.candidates]
-    net_input, target = _collate(
-        task, [batch[lane].source for lane in repeated], [c for item in batch for c in item.candidates]
+    if carry is not None:
+        carry = carry.select(torch.tensor(repeated))
+    output, target, _ = _run_step(
+        model, system, task, carry,
+        [batch[lane].source for lane in repeated], [c for item in batch for c in item.candidates],
     )
-    memory = None
-    if memory_model:
-        rows = torch.tensor(repeated)
-        memory = model.read_memory(carry.select(rows) if carry is not None else None, rows.numel())
-    scores = _candidate_scores(model, net_input, target, pad, memory).tolist()
+    scores = _candidate_scores(model, output, target, task.target_dictionary.pad()).tolist()
     out, start = [], 0
     for item in batch:
         out.append(scores[start:start + len(item.candidates)])
@@ -350,11 +361,12 @@ def score_items(model, task, items: Sequence[ContrastiveItem], max_tokens: int =
                 progress: Callable[[Iterable], Iterable] = lambda batches: batches) -> List[List[float]]:
     """The score of every candidate of every item, in item order (see the module doc)."""
     model.eval()
-    encoded = [_EncodedItem(task, item) for item in items]
+    system = document_system(model)
+    encoded = [_EncodedItem(task, item, system.context_sentences()) for item in items]
     max_positions = min(p for p in _flat_positions(model.max_positions()))
     by_context = defaultdict(list)
     for index, item in enumerate(encoded):
-        by_context[len(item.context) if uses_memory(model) else 0].append(index)
+        by_context[len(item.context) if system.reads_context else 0].append(index)
     scores: List[Optional[List[float]]] = [None] * len(items)
     batches = [
         batch for _, indices in sorted(by_context.items())

@@ -3,10 +3,12 @@
 Datasets are fairseq-preprocess output plus ``{split}.{src}-{tgt}.docids`` (``data.py``).
 ``get_batch_iterator`` hands fairseq one item per optimisation window (training split) or per
 sentence step (other splits), already sharded per data-parallel worker, never shuffled inside
-a group. ``train_step`` trains on a window through the criterion's truncated back-propagation
-(``criterion.py``), and ``build_generator`` returns the document generator (``generator.py``),
-so ``fairseq-train`` and ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and
-the hub's documents, are placed in documents by ``interactive.py``.
+a group. ``train_step`` trains on a window through the criterion (``criterion.py``), and
+``build_generator`` returns the document generator (``generator.py``), so ``fairseq-train`` and
+``fairseq-generate`` work unchanged. fairseq-interactive's lines, and the hub's documents, are
+placed in documents by ``interactive.py``. Whatever ``--arch`` builds is run as a document
+system (``system.py``): the recurrent memory and concatenation models with their context, any
+other fairseq encoder-decoder model sentence by sentence.
 """
 import logging
 import os
@@ -17,6 +19,7 @@ from typing import List, Optional
 import torch
 from fairseq import utils
 from fairseq.data import iterators
+from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
@@ -32,8 +35,9 @@ from .data import (
     read_docids,
     steps_of,
 )
-from .generator import DocumentSequenceGenerator
+from .generator import CONTEXT_FROM, DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement
+from .system import document_system
 
 logger = logging.getLogger(__name__)
 
@@ -58,17 +62,26 @@ class DocumentTranslationConfig(TranslationConfig):
             "for every update"
         },
     )
+    context_from: ChoiceEnum(CONTEXT_FROM) = field(
+        default="hypothesis",
+        metadata={
+            "help": "in decoding, what a translated sentence passes on to the next sentence of "
+            "its document: the model's own translation ('hypothesis'), or the reference "
+            "translation ('reference', for analysis; fairseq-generate on a split with targets)"
+        },
+    )
     distributed_world_size: int = II("distributed_training.distributed_world_size")
     ddp_backend: str = II("distributed_training.ddp_backend")
 
 
 @register_task("document_translation", dataclass=DocumentTranslationConfig)
 class DocumentTranslationTask(TranslationTask):
-    """Translate documents sentence by sentence, carrying a memory from each sentence to the next."""
+    """Translate documents sentence by sentence, carrying context from each sentence to the next."""
 
     def __init__(self, cfg: DocumentTranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         self.training_plan: Optional[EpochItems] = None  # this worker's items of the current epoch
+        self.context_sentences = (0, 0)  # of the model built last: sizes the batches
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
         parse_window(cfg.optimization_window)
@@ -94,12 +107,18 @@ class DocumentTranslationTask(TranslationTask):
             "%s: %d sentences in %d documents", split, len(pairs), len(self.datasets[split].documents)
         )
 
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        self.context_sentences = document_system(model).context_sentences()
+        return model
+
     def build_criterion(self, cfg):
         criterion = super().build_criterion(cfg)
         if not isinstance(criterion, DocumentLabelSmoothedCrossEntropyCriterion):
             raise DocumentDataError(
                 "the document_translation task trains with "
-                "--criterion document_label_smoothed_cross_entropy, which carries the memory"
+                "--criterion document_label_smoothed_cross_entropy, which carries each "
+                "document's context from sentence to sentence"
             )
         return criterion
 
@@ -124,7 +143,7 @@ class DocumentTranslationTask(TranslationTask):
     ):
         """Document batches (``data.py``). Unlike fairseq's default, nothing is skipped:
         ``--skip-invalid-size-inputs-valid-test`` and ``--required-batch-size-multiple`` do not
-        apply, since a missing sentence would shift the memory of the rest of its document."""
+        apply, since a missing sentence would shift the context of the rest of its document."""
         if isinstance(dataset, InteractiveLines):
             return iterators.EpochBatchIterator(
                 dataset=dataset,
@@ -144,6 +163,7 @@ class DocumentTranslationTask(TranslationTask):
         items = plan_epoch(
             dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
             window=parse_window(self.cfg.optimization_window) if training else None,
+            context=self.context_sentences, max_positions=max_positions,
         )
         if training:
             self.training_plan = items
@@ -161,7 +181,7 @@ class DocumentTranslationTask(TranslationTask):
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """One optimisation window: forward and backward sentence step by sentence step."""
         if not ignore_grad:
-            self.rebuild_interrupted_memory(steps_of(sample)[0]["position"], model, criterion)
+            self.rebuild_interrupted_carry(steps_of(sample)[0]["position"], model, criterion)
         model.train()
         model.set_num_updates(update_num)
 
@@ -176,15 +196,16 @@ class DocumentTranslationTask(TranslationTask):
                 loss_scale=loss_scale_of(optimizer),
             )
 
-    def rebuild_interrupted_memory(self, position, model, criterion):
+    def rebuild_interrupted_carry(self, position, model, criterion):
         """Training resumed from a checkpoint saved inside a group (fairseq restores the data
-        order, not the memory): replay the group's earlier sentences, forward only and with
-        the current weights, so its documents continue with a memory of what they said."""
+        order, not what the lanes carry): replay the group's earlier sentences, forward only
+        and with the current weights, so its documents continue with their context."""
         if position.step == 0 or criterion.carries.holds(position.stream):
             return
         earlier = self.training_plan.steps_before(position)
         logger.info(
-            "resuming inside group %d: replaying its first %d sentence steps to rebuild the memory",
+            "resuming inside group %d: replaying its first %d sentence steps to rebuild what its "
+            "lanes carry",
             position.group, len(earlier),
         )
         device = next(model.parameters()).device
@@ -237,5 +258,6 @@ class DocumentTranslationTask(TranslationTask):
             )
         return super().build_generator(
             models, args, seq_gen_cls=seq_gen_cls or DocumentSequenceGenerator,
-            extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs,
+            extra_gen_cls_kwargs={"context_from": self.cfg.context_from, **(extra_gen_cls_kwargs or {})},
+            **kwargs,
         )

@@ -6,7 +6,10 @@ top one) on the sides chosen by ``--memory-sides`` (default: both) replaced by m
 memory layer reads (``memory``: name -> ``(memory_size, B, C)``) and returns, in the decoder's
 ``extra``, the states it recorded, from which its owner builds the next ``MemoryCarry``
 (``carry.py``). Without ``memory``, every sentence reads the initial memory, as a document's
-first sentence does.
+first sentence does. As a document system (``pipeline/system.py``), a sentence's context is the
+memory its lane's carry writes, and what a lane carries out is that memory and the sentence's
+states; in decoding, those states come from one teacher-forced decoder pass over the chosen
+hypothesis, once the sentence is decoded.
 
 The memory each layer reads reaches the decoder inside ``encoder_out["memory"]``, so that
 fairseq's ``SequenceGenerator`` hands it to the decoder at every beam step; beam reordering
@@ -19,7 +22,7 @@ the model then computes exactly what the transformer computed.
 import re
 from typing import Dict, List, Optional
 
-import torch
+from fairseq.data import data_utils
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
@@ -30,9 +33,10 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
+from ...pipeline.system import DocumentSystem, SentenceContext
+from ..sizes import small_transformer
 from .carry import MemoryCarry
 from .checkpoint_fit import check_complete, fit_checkpoint
-from .hub import DocumentHubInterface
 from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
 from .memory import RecurrentMemory
 
@@ -168,7 +172,7 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
 
 
 @register_model("transformer_recurrent_memory")
-class RecurrentMemoryTransformerModel(TransformerModel):
+class RecurrentMemoryTransformerModel(DocumentSystem, TransformerModel):
     """Transformer with a recurrent memory in chosen layers (Feng et al., 2022)."""
 
     @classmethod
@@ -205,13 +209,6 @@ class RecurrentMemoryTransformerModel(TransformerModel):
             cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
         )
 
-    @classmethod
-    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
-        """fairseq's hub loading, returning a ``DocumentHubInterface`` (``hub.py``):
-        ``translate_document(sentences)`` and ``translate_documents(documents)``."""
-        plain = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
-        return DocumentHubInterface(plain.cfg, plain.task, plain.models)
-
     def memory_units(self) -> Dict[str, RecurrentMemory]:
         return {**self.encoder.memory_units(), **self.decoder.memory_units()}
 
@@ -225,6 +222,34 @@ class RecurrentMemoryTransformerModel(TransformerModel):
             name: unit.write(carry.memory[name], carry.states[name], carry.padding_mask[name])
             for name, unit in units.items()
         }
+
+    def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
+        """The memory each row reads: its lane's carry written (Update Attention), or the
+        initial memory where a document starts."""
+        rows = lanes.numel()
+        if continues is None or bool(continues.all()):
+            memory = self.read_memory(carry, rows)
+        else:
+            memory = {name: m.clone() for name, m in self.read_memory(None, rows).items()}
+            continuing = continues.nonzero().squeeze(1)
+            if continuing.numel():
+                for name, written in self.read_memory(carry, continuing.numel()).items():
+                    memory[name][:, continuing] = written
+        return SentenceContext(inputs={"memory": memory}, kept=memory)
+
+    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
+        """The memory the sentence read (detached) and the states it recorded; without a
+        teacher-forced pass (decoding), the decoder is run once over ``target`` to record them."""
+        if decoder_extra is None:
+            prev_output_tokens = data_utils.collate_tokens(
+                [row[row.ne(self.decoder.padding_idx)] for row in target],
+                pad_idx=self.decoder.padding_idx,
+                eos_idx=self.decoder.dictionary.eos(),
+                move_eos_to_beginning=True,
+            )
+            _, decoder_extra = self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=True)
+        memory = {name: m.detach() for name, m in context.kept.items()}
+        return self.carry_after(lanes, memory, encoder_out, decoder_extra)
 
     def forward(
         self,
@@ -298,12 +323,5 @@ def transformer_recurrent_memory(args):
 @register_model_architecture("transformer_recurrent_memory", "transformer_recurrent_memory_small")
 def transformer_recurrent_memory_small(args):
     """A small model for CPUs and tests: 2+2 layers, 128/256, 4 heads."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 256)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
-    args.encoder_layers = getattr(args, "encoder_layers", 2)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 128)
-    args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 256)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
-    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    small_transformer(args)
     recurrent_memory_base(args)

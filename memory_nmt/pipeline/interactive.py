@@ -6,10 +6,11 @@ asks the task to encode the lines, to build a dataset and an iterator over it, t
 ``InteractiveSession`` follows the documents across buffers: each non-empty line belongs to the
 open document (a lane) or starts a new one; an empty line closes the open document and gets an
 empty translation, so the output stays aligned with the input. Within a buffer, batch r holds
-the r-th line of each document in it (documents in several buffers carry their memory over);
+the r-th line of each document in it (documents in several buffers carry their context over);
 the empty lines come last, in a batch of their own. As fairseq-interactive passes only the
 source tokens to ``inference_step``, the session queues each batch's lanes as the collater
-makes it, and the task takes them back, in order, for the generator.
+makes it, and the task takes them back, in order, for the generator. ``--max-tokens`` bounds a
+batch's current lines; the context a system prepends to them (``system.py``) comes on top.
 """
 from collections import deque
 from dataclasses import dataclass

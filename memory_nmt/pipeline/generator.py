@@ -1,0 +1,102 @@
+"""Document decoding: fairseq's beam search, one sentence step of many documents at a time.
+
+``fairseq-generate`` hands the generator the batches of ``data.py`` in order: batch t holds
+sentence t of each document of a group, one lane each. For every batch the generator
+1. asks the system (``system.py``) for the context each lane reads, from what the lane carried
+   (``carry.py``),
+2. runs fairseq's ``SequenceGenerator`` with that context as part of the encoder input, so it is
+   the same at every beam step of the sentence and is expanded and reordered with the beams
+   like the rest of the encoder output, and
+3. once the whole sentence is decoded, asks the system what each lane carries on, given the
+   lane's best hypothesis (or, with ``--context-from reference``, its reference translation).
+Output is fairseq's own: one list of hypotheses per sentence, under its original id.
+fairseq-interactive's batches mix documents that go on and documents that start
+(``interactive.py``); their carries are kept by lane in ``OpenDocuments``.
+"""
+import torch
+from fairseq.data import data_utils
+from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
+
+from .carry import CarryStore, OpenDocuments
+from .system import document_system
+
+CONTEXT_FROM = ("hypothesis", "reference")
+
+
+class EncoderOutputKeepingModel(EnsembleModel):
+    """fairseq's ``EnsembleModel`` around one model, keeping the encoder output of the batch
+    being decoded (before beam expansion) for what the lanes carry out."""
+
+    def __init__(self, models):
+        if len(models) != 1:
+            raise NotImplementedError(
+                f"document_translation decodes with one model, not an ensemble of {len(models)}: "
+                "each model would need its own document context"
+            )
+        super().__init__(models)
+        self.encoder_outs = None
+
+    def forward_encoder(self, net_input):
+        self.encoder_outs = super().forward_encoder(net_input)
+        return self.encoder_outs
+
+
+class DocumentSequenceGenerator(SequenceGenerator):
+    def __init__(self, models, tgt_dict, context_from: str = "hypothesis", **kwargs):
+        super().__init__(EncoderOutputKeepingModel(models), tgt_dict, **kwargs)
+        if context_from not in CONTEXT_FROM:
+            raise ValueError(f"--context-from {context_from!r}: give one of {', '.join(CONTEXT_FROM)}")
+        self.context_from = context_from
+        self.carries = CarryStore()
+        self.open_documents = OpenDocuments()
+
+    def output_room(self, net_input) -> int:
+        """The most tokens ``SequenceGenerator`` lets a hypothesis of this batch take."""
+        if self.match_source_len:
+            return int(net_input["src_lengths"].max())
+        return min(int(self.max_len_a * net_input["src_tokens"].size(1) + self.max_len_b), self.max_len - 1)
+
+    @torch.no_grad()
+    def generate(self, models, sample, **kwargs):
+        """Beam search for one batch of sentences. The batch says where its rows stand in their
+        documents: ``position`` (fairseq-generate: step t of a group) or, per row,
+        ``continues`` (fairseq-interactive: documents go on across batches in any mix)."""
+        if "position" not in sample and "continues" not in sample:
+            raise ValueError(
+                "document decoding needs the batches of the document_translation task "
+                "(fairseq-generate on a split with its .docids, or fairseq-interactive)"
+            )
+        if self.context_from == "reference" and sample.get("target") is None:
+            raise ValueError(
+                "--context-from reference needs the reference translations: decode a binarized "
+                "split that has its target side with fairseq-generate"
+            )
+        model = self.model.single_model
+        system = document_system(model)
+        lanes = sample["lanes"]
+        net_input = sample["net_input"]
+        if "continues" in sample:
+            continues = sample["continues"]
+            carry = self.open_documents.carry_of(lanes[continues])
+        else:
+            continues = None
+            carry = self.carries.get(sample["position"])
+            carry = carry.select(lanes) if carry is not None else None
+        context = system.sentence_context(carry, lanes, continues, net_input, self.output_room(net_input))
+        with_context = {**sample, "net_input": {**net_input, **context.inputs}}
+        hypotheses = super().generate(models, with_context, **kwargs)
+
+        (encoder_out,) = self.model.encoder_outs
+        self.model.encoder_outs = None
+        if self.context_from == "reference":
+            translations = sample["target"]
+        else:
+            translations = data_utils.collate_tokens(
+                [sentence[0]["tokens"] for sentence in hypotheses], pad_idx=self.pad, eos_idx=self.eos
+            )
+        carry = system.carry_out(context, lanes, net_input, translations, encoder_out)
+        if "continues" in sample:
+            self.open_documents.keep(carry)
+        else:
+            self.carries.keep(sample["position"], carry)
+        return hypotheses

@@ -1,0 +1,124 @@
+"""The one interface between the document pipeline and a system: what a lane carries in and out.
+
+The pipeline (task, criterion, generator, interactive mode, hub, contrastive scoring) walks the
+documents sentence step by sentence step, in lanes (``data.py``), and at every step asks the
+system two things:
+
+1. ``sentence_context(carry, lanes, continues, net_input, target_room)``: from what the rows'
+   lanes carried in, the extra keyword inputs of the model's forward pass for this sentence
+   (``SentenceContext.inputs``: the memory to read, the previous sentences to prepend, ...);
+2. ``carry_out(context, lanes, net_input, target, encoder_out, decoder_extra)``: once the
+   sentence is done (teacher-forced on the reference in training, decoded in generation), what
+   the lanes carry on to their documents' next sentences (a ``Carry``, ``carry.py``).
+
+A system's model mixes in ``DocumentSystem`` and implements both; everything about the system
+stays in its own package under ``systems/``. Any other fairseq encoder-decoder model (fairseq's
+``transformer``) runs in the pipeline as ``SentenceLevel``: no context in, nothing carried out,
+every sentence translated alone in the same batches as the document systems.
+"""
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+from fairseq.models import FairseqEncoderDecoderModel
+from torch import Tensor
+
+from .carry import Carry
+from .hub import DocumentHubInterface
+
+
+class DocumentSystemError(ValueError):
+    pass
+
+
+@dataclass
+class SentenceContext:
+    """What one sentence step reads: ``inputs`` go to the model's forward pass as keyword
+    arguments; ``kept`` is whatever the system needs again in ``carry_out``."""
+
+    inputs: Dict[str, Any] = field(default_factory=dict)
+    kept: Any = None
+
+
+class DocumentSystem:
+    """Mixed into a fairseq encoder-decoder model that translates documents in lanes."""
+
+    reads_context = True
+
+    def context_sentences(self) -> Tuple[int, int]:
+        """How many previous (source, target) sentences a sentence's input holds besides its own,
+        so that batches stay within --max-tokens (``data.py``)."""
+        return 0, 0
+
+    def sentence_context(
+        self,
+        carry: Optional[Carry],
+        lanes: Tensor,
+        continues: Optional[Tensor],
+        net_input: Dict[str, Tensor],
+        target_room: int,
+    ) -> SentenceContext:
+        """The context of one sentence step.
+
+        ``carry`` holds the rows that continue their documents, in row order: every row when
+        ``continues`` is None (None: no row does, a group's first step), else the rows where
+        ``continues`` (B,) is true; the other rows start a document. ``target_room`` is the most
+        tokens the current translation may take (the reference's width in training, the
+        generator's length limit in decoding)."""
+        raise NotImplementedError
+
+    def carry_out(
+        self,
+        context: SentenceContext,
+        lanes: Tensor,
+        net_input: Dict[str, Tensor],
+        target: Tensor,
+        encoder_out: Dict[str, Any],
+        decoder_extra: Optional[Dict[str, Any]] = None,
+    ) -> Carry:
+        """What ``lanes`` carry on after a sentence that read ``context``: ``target`` is its
+        translation as fairseq targets are (right-padded, ending with eos: the reference in
+        training, the chosen hypothesis in decoding), ``encoder_out`` the encoder's output and
+        ``decoder_extra`` the decoder's extra output of a teacher-forced pass over ``target``,
+        when there was one (training; not decoding)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub loading, returning a ``DocumentHubInterface`` (``hub.py``):
+        ``translate_document(sentences)`` and ``translate_documents(documents)``."""
+        plain = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+        return DocumentHubInterface(plain.cfg, plain.task, plain.models)
+
+
+class SentenceLevel:
+    """A fairseq model without document context, run as a system: each sentence alone."""
+
+    reads_context = False
+
+    def __init__(self, model):
+        self.model = model
+
+    def context_sentences(self) -> Tuple[int, int]:
+        return 0, 0
+
+    def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
+        return SentenceContext()
+
+    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> Carry:
+        return Carry(lanes)
+
+
+def document_system(model):
+    """The system of ``model``: itself for a ``DocumentSystem``, else a ``SentenceLevel`` one.
+    fairseq's data-parallel wrappers are looked through (their ``module``); forward passes
+    still go through the wrapper."""
+    while not isinstance(model, (DocumentSystem, FairseqEncoderDecoderModel)) and hasattr(model, "module"):
+        model = model.module
+    if isinstance(model, DocumentSystem):
+        return model
+    if isinstance(model, FairseqEncoderDecoderModel):
+        return SentenceLevel(model)
+    raise DocumentSystemError(
+        f"{model.__class__.__name__} is not an encoder-decoder model; the document_translation "
+        "task translates with encoder-decoder models (see README: Systems)"
+    )

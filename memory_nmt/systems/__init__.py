@@ -1,0 +1,1 @@
+"""The document-level systems, one package each, each implementing ``pipeline/system.py``."""

@@ -1,0 +1,8 @@
+"""The recurrent memory model (Feng et al., 2022): a memory of d_M vectors in chosen layers, written
+after each sentence by an Update Attention and read by the next sentence's Output Attention.
+
+``memory.py`` the memory unit; ``layers.py`` the layers that read and record it; ``model.py``
+``transformer_recurrent_memory`` and its architectures; ``carry.py`` what a lane carries;
+``checkpoint_fit.py`` loading a sentence-level checkpoint into it; ``two_rate_schedule.py`` the
+``two_rate_inverse_sqrt`` scheduler for finetuning it.
+"""
