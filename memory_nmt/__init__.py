@@ -21,5 +21,6 @@ allow_fairseq_checkpoints()
 allow_cpu_torchrun()
 
 from .pipeline import criterion, task  # noqa: E402,F401  (registration side effects)
+from .systems.context_concat import model as context_concat_model  # noqa: E402,F401
 from .systems.recurrent_memory import model as recurrent_memory_model  # noqa: E402,F401
 from .systems.recurrent_memory import two_rate_schedule  # noqa: E402,F401

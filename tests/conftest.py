@@ -19,6 +19,16 @@ TINY_DIMS = [
     "--share-all-embeddings", "--dropout", "0.0",
 ]
 TINY_MODEL = ["--arch", "transformer_recurrent_memory_small", *TINY_DIMS, "--memory-size", "4"]
+COMMON = [  # fairseq-train options of the CLI tests
+    "--user-dir", str(PLUGIN), "--label-smoothing", "0.1", "--optimizer", "adam",
+    "--max-tokens", "200", "--cpu", "--seed", "1", "--log-format", "simple",
+    "--log-interval", "1", "--no-epoch-checkpoints",
+]
+SENTENCE_TRAIN = [
+    *COMMON, "--task", "translation", "--required-batch-size-multiple", "1",
+    "--arch", "transformer", *TINY_DIMS, "--criterion", "label_smoothed_cross_entropy",
+    "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "3",
+]
 
 
 def fairseq_command(name):
@@ -51,6 +61,14 @@ def data_bin(tmp_path_factory):
     for split in ("train", "valid", "test"):
         shutil.copy(root / "raw" / f"{split}.docids", root / "bin" / f"{split}.en-de.docids")
     return root / "bin"
+
+
+@pytest.fixture(scope="session")
+def sentence_checkpoint(data_bin, tmp_path_factory):
+    """A plain fairseq transformer of the tiny size, trained for 3 updates (translation task)."""
+    save_dir = tmp_path_factory.mktemp("sentence")
+    run([fairseq_command("fairseq-train"), str(data_bin), *SENTENCE_TRAIN, "--save-dir", str(save_dir)])
+    return save_dir / "checkpoint_last.pt"
 
 
 def build(data_dir, *arguments, task="document_translation"):

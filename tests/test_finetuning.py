@@ -12,19 +12,9 @@ from fairseq import checkpoint_utils, metrics
 from fairseq.trainer import Trainer
 
 import memory_nmt.systems.recurrent_memory.two_rate_schedule  # noqa: F401  registers the scheduler for the in-process tests
-from conftest import PLUGIN, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run
+from conftest import COMMON, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run
 from memory_nmt.systems.recurrent_memory.checkpoint_fit import CheckpointMismatchError
 
-COMMON = [
-    "--user-dir", str(PLUGIN), "--label-smoothing", "0.1", "--optimizer", "adam",
-    "--max-tokens", "200", "--cpu", "--seed", "1", "--log-format", "simple",
-    "--log-interval", "1", "--no-epoch-checkpoints",
-]
-SENTENCE_TRAIN = [
-    *COMMON, "--task", "translation", "--required-batch-size-multiple", "1",
-    "--arch", "transformer", *TINY_DIMS, "--criterion", "label_smoothed_cross_entropy",
-    "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "3",
-]
 # --lr 0 freezes the pretrained parameters: what the finetuned checkpoint holds for them is
 # what it started from at update 0.
 FINETUNE = [
@@ -36,13 +26,6 @@ FINETUNE = [
 LOADED = re.compile(r"parameters loaded from the checkpoint: (\d+) tensors: (.*)")
 NEW = re.compile(r"new parameters \(not in the checkpoint\), freshly initialised: (\d+) tensors: (.*)")
 UNSHARED_DIMS = [arg for arg in TINY_DIMS if arg != "--share-all-embeddings"]
-
-
-@pytest.fixture(scope="module")
-def sentence_checkpoint(data_bin, tmp_path_factory):
-    save_dir = tmp_path_factory.mktemp("sentence")
-    run([fairseq_command("fairseq-train"), str(data_bin), *SENTENCE_TRAIN, "--save-dir", str(save_dir)])
-    return save_dir / "checkpoint_last.pt"
 
 
 def model_state(path):

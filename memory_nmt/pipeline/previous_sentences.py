@@ -1,0 +1,74 @@
+"""What a lane carries when its system's context is earlier sentences of the document: their tokens.
+
+``PreviousSentences`` holds, for each row, the last few source sentences and the last few target
+sentences of its document, oldest first, each a 1-D tensor of token ids ending with eos and
+without padding: the source as binarized, the target as the reference in training and as the
+chosen hypothesis in decoding (``generator.py``). A document's first sentence has none, and a
+lane starts empty, so the sentences never come from another document. Systems that read earlier
+sentences (the concatenation model) read them with ``of_rows`` and carry them on with ``after``.
+"""
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from .carry import Carry
+
+Sentences = Tuple[Tensor, ...]
+
+
+def unpadded(tokens: Tensor, pad: int) -> List[Tensor]:
+    """The rows of a padded batch (either side), without their padding."""
+    return [row[row.ne(pad)] for row in tokens]
+
+
+class PreviousSentences(Carry):
+    """Per row (``lanes``): ``source[row]`` and ``target[row]``, earlier sentences, oldest first."""
+
+    def __init__(self, lanes: Tensor, source: Sequence[Sentences], target: Sequence[Sentences]):
+        super().__init__(lanes)
+        self.source = list(source)
+        self.target = list(target)
+
+    def rows(self, rows: Tensor) -> "PreviousSentences":
+        indices = rows.tolist()
+        return PreviousSentences(
+            self.lanes.index_select(0, rows), [self.source[i] for i in indices], [self.target[i] for i in indices]
+        )
+
+    def stacked(self, other: "PreviousSentences") -> "PreviousSentences":
+        return PreviousSentences(
+            torch.cat([self.lanes, other.lanes]), self.source + other.source, self.target + other.target
+        )
+
+    @staticmethod
+    def of_rows(carry: Optional["PreviousSentences"], continues: Optional[Tensor], rows: int) -> List[Tuple[Sentences, Sentences]]:
+        """(source, target) earlier sentences of every row: from ``carry``, which holds the rows
+        that continue their documents (all rows when ``continues`` is None), none for the rest."""
+        if carry is None:
+            return [((), ())] * rows
+        carried = iter(zip(carry.source, carry.target))
+        if continues is None:
+            return list(carried)
+        return [next(carried) if goes_on else ((), ()) for goes_on in continues.tolist()]
+
+    @staticmethod
+    def after(
+        lanes: Tensor,
+        previous: Sequence[Tuple[Sentences, Sentences]],
+        sources: Sequence[Tensor],
+        targets: Sequence[Tensor],
+        source_count: int,
+        target_count: int,
+    ) -> "PreviousSentences":
+        """The last ``source_count`` / ``target_count`` sentences of each row once ``sources[row]``
+        and ``targets[row]`` (its current sentence and translation) are added."""
+
+        def last(sentences: Sentences, count: int) -> Sentences:
+            return sentences[len(sentences) - count:] if count else ()
+
+        return PreviousSentences(
+            lanes,
+            [last((*source, new), source_count) for (source, _), new in zip(previous, sources)],
+            [last((*target, new), target_count) for (_, target), new in zip(previous, targets)],
+        )

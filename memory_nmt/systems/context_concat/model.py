@@ -1,0 +1,314 @@
+"""``transformer_context_concat``: fairseq's transformer reading earlier sentences concatenated to the current one.
+
+The concatenation baselines of document-level translation (Tiedemann & Scherrer, 2017: "2-to-1"
+reads the previous source sentence too, "2-to-2" also the previous target sentence), as K-to-1
+and K-to-K models:
+
+- ``--source-context K``: the encoder reads the document's K previous source sentences, then the
+  current one, as one sequence; the decoder attends to all of it.
+- ``--target-context K``: the decoder's input starts with the K previous target sentences, a
+  forced prefix: the loss and the output cover the current sentence only.
+
+The break token between sentences is the end of sentence ``</s>`` every binarized sentence ends
+with, so the dictionary, and a plain transformer's checkpoint, serve unchanged. Source:
+``ctx1 </s> ctx2 </s> current </s>``; decoder input: ``</s> tctx1 </s> tctx2 </s>`` then the
+current translation (the leading ``</s>`` is fairseq's start of output, and the last context
+sentence's ``</s>`` predicts the first word). With no context (a document's first sentence, or
+K = 0) the inputs are exactly the plain transformer's, so the model computes what fairseq's
+``transformer`` with the same weights computes, and a ``transformer`` checkpoint loads as is.
+
+Where the context comes from (``pipeline/system.py``): each lane carries its document's previous
+sentences (``pipeline/previous_sentences.py``), the target side as the reference in training and
+as the model's own translation in decoding (the reference with ``--context-from reference``).
+
+Positions: the context is cut, oldest sentence first, so that context and current sentence fit
+the model's positions: ``--max-source-positions`` for the source, and for the target
+``--max-target-positions`` less the room the current translation may take (its reference's
+length in training, the generator's length limit in decoding). The current sentence is never
+cut (the task refuses a sentence longer than the positions). Cuts are counted in
+``context_cuts``; the first one is logged.
+
+Decoding: the target prefix is fed once per sentence, at the first beam step, filling the
+decoder's incremental state (self-attention keys and values of every prefix token; padded ones
+masked); each later step feeds one token, as fairseq does. Prefixes differ in length from row to
+row, so positions count a row's real tokens, in decoding as in training.
+"""
+import logging
+from contextlib import contextmanager
+from typing import Dict, List, Optional
+
+import torch
+from fairseq.data import data_utils
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerDecoderBase,
+    TransformerEncoderBase,
+    TransformerModel,
+    base_architecture,
+)
+from torch import Tensor
+
+from ...pipeline.previous_sentences import PreviousSentences, unpadded
+from ...pipeline.system import DocumentSystem, SentenceContext
+from ..sizes import small_transformer
+
+logger = logging.getLogger(__name__)
+
+
+class ContextConcatEncoder(TransformerEncoderBase):
+    def forward(
+        self,
+        src_tokens,
+        src_lengths: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+        source_with_context: Optional[Tensor] = None,
+        target_prefix: Optional[Tensor] = None,
+    ):
+        """fairseq's encoder over ``source_with_context`` (the current sentences after their
+        context, left-padded) when given, else over ``src_tokens``. The output adds
+        ``target_prefix`` (``[prefix]`` or ``[]``) for the decoder, reordered with the beams."""
+        if source_with_context is not None:
+            src_tokens, src_lengths, token_embeddings = source_with_context, None, None
+        encoder_out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        encoder_out["target_prefix"] = [] if target_prefix is None else [target_prefix]
+        return encoder_out
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        reordered["target_prefix"] = [prefix.index_select(0, new_order) for prefix in encoder_out["target_prefix"]]
+        return reordered
+
+
+def _positions_count_real_tokens(module, args, kwargs):
+    """fairseq gives a token's position in incremental decoding as the sequence length; with
+    prefixes of different lengths padded in one batch, it must count the row's real tokens,
+    as fairseq does for whole sequences."""
+    return args, {key: value for key, value in kwargs.items() if key != "incremental_state"}
+
+
+class ContextConcatDecoder(TransformerDecoderBase):
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+        super().__init__(
+            cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn, output_projection=output_projection
+        )
+        if self.embed_positions is not None:
+            self.embed_positions.register_forward_pre_hook(_positions_count_real_tokens, with_kwargs=True)
+
+    def extract_features(
+        self,
+        prev_output_tokens,
+        encoder_out: Optional[Dict[str, List[Tensor]]],
+        incremental_state=None,
+        full_context_alignment: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        """fairseq's decoder features of the current sentence, after the target prefix that came
+        with ``encoder_out`` (if any): features and attention have one row per token of
+        ``prev_output_tokens`` (``inner_states`` cover the prefix too)."""
+        prefixes = encoder_out.get("target_prefix") if encoder_out is not None else None
+        options = dict(
+            full_context_alignment=full_context_alignment,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+        )
+        if not prefixes:
+            return super().extract_features(prev_output_tokens, encoder_out, incremental_state, **options)
+        prefix = prefixes[0]
+        prefix_lengths = prefix.ne(self.padding_idx).sum(1)
+        if incremental_state is None:
+            tokens = self._after_prefix(prefix, prev_output_tokens)
+            features, extra = super().extract_features(tokens, encoder_out, None, **options)
+            return self._rows_from(features, extra, prefix_lengths - 1, prev_output_tokens.size(1))
+        if prev_output_tokens.size(1) == 1:  # the first step: the prefix predicts the first word
+            with self._layers_keeping_states(incremental_state):
+                features, extra = super().extract_features(prefix, encoder_out, None, **options)
+            return self._rows_from(features, extra, prefix_lengths - 1, 1)
+        tokens = torch.cat([prefix, prev_output_tokens[:, 1:]], dim=1)
+        return super().extract_features(tokens, encoder_out, incremental_state, **options)
+
+    def _after_prefix(self, prefix: Tensor, prev_output_tokens: Tensor) -> Tensor:
+        """Each row's prefix, then its ``prev_output_tokens`` without their leading ``</s>``,
+        right-padded."""
+        if not bool(prev_output_tokens[:, 0].eq(self.dictionary.eos()).all()):
+            raise ValueError(
+                "transformer_context_concat's target context needs right-padded targets starting "
+                "with </s> (fairseq's default); leave out --left-pad-target True"
+            )
+        rows = [
+            torch.cat([own_prefix, current])
+            for own_prefix, current in zip(
+                unpadded(prefix, self.padding_idx), unpadded(prev_output_tokens[:, 1:], self.padding_idx)
+            )
+        ]
+        return data_utils.collate_tokens(rows, self.padding_idx, self.dictionary.eos())
+
+    @staticmethod
+    def _rows_from(features: Tensor, extra: dict, first: Tensor, count: int):
+        """``count`` consecutive positions of each row's features (and attention), from ``first``
+        (positions past a row's end, which only padding asks for, repeat its last one)."""
+        columns = (first.unsqueeze(1) + torch.arange(count, device=features.device)).clamp(max=features.size(1) - 1)
+        features = features.gather(1, columns.unsqueeze(-1).expand(-1, -1, features.size(-1)))
+        attention = extra["attn"][0]
+        if attention is not None:
+            extra["attn"] = [attention.gather(1, columns.unsqueeze(-1).expand(-1, -1, attention.size(-1)))]
+        return features, extra
+
+    @contextmanager
+    def _layers_keeping_states(self, incremental_state):
+        """fairseq's layers called on whole sequences, but keeping their keys and values in
+        ``incremental_state`` as in incremental decoding (the layers take it as 4th argument)."""
+
+        def with_state(module, args):
+            return (*args[:3], incremental_state, *args[4:])
+
+        handles = [layer.register_forward_pre_hook(with_state) for layer in self.layers]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+@register_model("transformer_context_concat")
+class ContextConcatTransformerModel(DocumentSystem, TransformerModel):
+    """Transformer reading the previous sentences of the document concatenated to the current one."""
+
+    def __init__(self, args, encoder, decoder):
+        super().__init__(args, encoder, decoder)
+        self.source_context = args.source_context
+        self.target_context = args.target_context
+        self.context_cuts = 0
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        parser.add_argument("--source-context", type=int, metavar="K",
+                            help="previous source sentences of the document the encoder reads "
+                                 "before the current one (default: 1)")
+        parser.add_argument("--target-context", type=int, metavar="K",
+                            help="previous target sentences of the document the decoder reads "
+                                 "as a forced prefix of the current translation (default: 0)")
+
+    @classmethod
+    def build_model(cls, args, task):
+        context_concat_base(args)
+        for option in ("source_context", "target_context"):
+            if getattr(args, option) < 0:
+                raise ValueError(
+                    f"--{option.replace('_', '-')} {getattr(args, option)}: give a number of "
+                    "previous sentences, 0 or more"
+                )
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return ContextConcatEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return ContextConcatDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+
+    def context_sentences(self):
+        return self.source_context, self.target_context
+
+    def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
+        """The current sentences after their documents' previous ones (source), and the
+        previous translations as the decoder's prefix (target), each cut to the positions."""
+        if carry is None or not (self.source_context or self.target_context):
+            return SentenceContext()  # no row has context: the plain transformer's inputs
+        previous = PreviousSentences.of_rows(carry, continues, lanes.numel())
+        pad, eos = self.encoder.padding_idx, self.decoder.dictionary.eos()
+        inputs = {}
+        if self.source_context:
+            limit = self.encoder.max_positions()
+            rows = [
+                torch.cat([*self._fitting(context, limit - sentence.numel()), sentence])
+                for (context, _), sentence in zip(previous, unpadded(net_input["src_tokens"], pad))
+            ]
+            inputs["source_with_context"] = data_utils.collate_tokens(rows, pad, eos, left_pad=True)
+        if self.target_context:
+            start = net_input["src_tokens"].new_full((1,), eos)
+            budget = self.decoder.max_positions() - target_room - 1
+            rows = [torch.cat([start, *self._fitting(context, budget)]) for _, context in previous]
+            inputs["target_prefix"] = data_utils.collate_tokens(rows, pad, eos, left_pad=False)
+        return SentenceContext(inputs=inputs, kept=previous)
+
+    def _fitting(self, sentences, budget: int) -> List[Tensor]:
+        """The most recent of ``sentences`` whose tokens fit ``budget``; older ones are cut."""
+        kept, used = [], 0
+        for sentence in reversed(sentences):
+            if used + sentence.numel() > budget:
+                self.context_cuts += 1
+                if self.context_cuts == 1:
+                    logger.warning(
+                        "a context sentence of %d tokens does not fit the model's positions beside "
+                        "the current sentence (%d of %d tokens left): it and any older context are "
+                        "left out; raise --max-source-positions / --max-target-positions to keep "
+                        "them (further cuts are counted in context_cuts, not logged)",
+                        sentence.numel(), budget - used, budget,
+                    )
+                break
+            kept.append(sentence)
+            used += sentence.numel()
+        return kept[::-1]
+
+    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> PreviousSentences:
+        """Each lane's previous sentences, with this sentence and its translation added."""
+        pad = self.encoder.padding_idx
+        previous = context.kept or PreviousSentences.of_rows(None, None, lanes.numel())
+        return PreviousSentences.after(
+            lanes, previous, unpadded(net_input["src_tokens"], pad), unpadded(target, pad),
+            self.source_context, self.target_context,
+        )
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        source_with_context: Optional[Tensor] = None,
+        target_prefix: Optional[Tensor] = None,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        """One sentence of each lane with its context; ``extra["encoder_out"]`` keeps the encoder output."""
+        encoder_out = self.encoder(
+            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens,
+            source_with_context=source_with_context, target_prefix=target_prefix,
+        )
+        logits, extra = self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+        extra["encoder_out"] = encoder_out
+        return logits, extra
+
+
+def context_concat_base(args):
+    args.source_context = 1 if getattr(args, "source_context", None) is None else args.source_context
+    args.target_context = 0 if getattr(args, "target_context", None) is None else args.target_context
+    base_architecture(args)
+
+
+@register_model_architecture("transformer_context_concat", "transformer_context_concat")
+def transformer_context_concat(args):
+    """transformer-base (6+6 layers, 512/2048, 8 heads) reading the previous source sentence (2-to-1)."""
+    context_concat_base(args)
+
+
+@register_model_architecture("transformer_context_concat", "transformer_context_concat_small")
+def transformer_context_concat_small(args):
+    """A small model for CPUs and tests: 2+2 layers, 128/256, 4 heads."""
+    small_transformer(args)
+    context_concat_base(args)

@@ -1,0 +1,316 @@
+"""transformer_context_concat: with no context it is the plain transformer; its context is the
+previous sentences of its own document only (the model's own translations when decoding), cut
+oldest first to the positions; incremental decoding after the prefix equals teacher forcing;
+batching changes nothing; and the stock CLIs, interactive mode and the hub run it."""
+import re
+import subprocess
+
+import pytest
+import torch
+from fairseq.sequence_generator import SequenceGenerator
+
+from conftest import COMMON, PLUGIN, TINY_DIMS, batches, build, fairseq_command, run
+from memory_nmt.pipeline.generator import DocumentSequenceGenerator
+from memory_nmt.pipeline.previous_sentences import PreviousSentences, unpadded
+
+CONCAT = ["--arch", "transformer_context_concat_small", *TINY_DIMS]
+
+
+def concat_model(data_bin, source, target, *more):
+    task, model, criterion, cfg = build(
+        data_bin, *CONCAT, "--source-context", str(source), "--target-context", str(target), *more
+    )
+    return task, model, criterion
+
+
+def walk(model, steps):
+    """Teacher-forced logits of every sentence, each lane carrying its previous sentences."""
+    outputs, carry = {}, None
+    with torch.no_grad():
+        for sample in steps:
+            lanes, net_input = sample["lanes"], sample["net_input"]
+            carry_in = carry.select(lanes) if carry is not None and sample["position"].step else None
+            context = model.sentence_context(carry_in, lanes, None, net_input, sample["target"].size(1) - 1)
+            logits, extra = model(**net_input, **context.inputs)
+            carry = model.carry_out(context, lanes, net_input, sample["target"], extra["encoder_out"], extra)
+            for row, sentence in enumerate(sample["id"].tolist()):
+                outputs[sentence] = logits[row]
+    return outputs
+
+
+class Recorder:
+    """Decodes steps with the document generator, keeping each step's context inputs and hypotheses."""
+
+    def __init__(self, task, model, **generator_options):
+        self.model = model
+        self.generator = DocumentSequenceGenerator(
+            [model], task.target_dictionary, beam_size=3, max_len_b=12, **generator_options
+        )
+        self.contexts = []
+        self.sentence_context = model.sentence_context
+
+    def record(self, *args, **kwargs):
+        context = self.sentence_context(*args, **kwargs)
+        self.contexts.append(context.inputs)
+        return context
+
+    def decode(self, steps):
+        """{sentence id: best hypothesis} and, per step, (sample, context inputs, hypotheses)."""
+        self.model.sentence_context = self.record
+        try:
+            best, trace = {}, []
+            for sample in steps:
+                hypotheses = self.generator.generate([self.model], sample)
+                trace.append((sample, self.contexts[-1], hypotheses))
+                for sentence, sentence_hypotheses in zip(sample["id"].tolist(), hypotheses):
+                    assert sentence not in best, f"sentence {sentence} decoded twice"
+                    best[sentence] = sentence_hypotheses[0]["tokens"].tolist()
+            return best, trace
+        finally:
+            del self.model.sentence_context
+
+
+def test_no_context_computes_what_the_plain_transformer_computes(data_bin):
+    _, plain, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS, "--seed", "3", task="translation")
+    task, no_context, _ = concat_model(data_bin, 0, 0)
+    _, two_to_two, _ = concat_model(data_bin, 1, 1)
+    for model in (no_context, two_to_two):
+        model.load_state_dict(plain.state_dict())
+        model.eval()
+    plain.eval()
+    steps = batches(task, "test")
+    with torch.no_grad():
+        expected = {i: logits for s in steps for i, logits in zip(s["id"].tolist(), plain(**s["net_input"])[0])}
+    assert all(torch.equal(logits, expected[i]) for i, logits in walk(no_context, steps).items())
+    first_sentences = {i for s in steps if s["position"].step == 0 for i in s["id"].tolist()}
+    with_context = walk(two_to_two, steps)
+    assert all(torch.equal(with_context[i], expected[i]) for i in first_sentences)
+    assert all(not torch.allclose(with_context[i], expected[i]) for i in set(expected) - first_sentences)
+
+    plain_generator = SequenceGenerator([plain], task.target_dictionary, beam_size=3, max_len_b=12)
+    best, _ = Recorder(task, no_context).decode(steps)
+    for sample in steps:
+        for sentence, hypotheses in zip(sample["id"].tolist(), plain_generator.generate([plain], sample)):
+            assert best[sentence] == hypotheses[0]["tokens"].tolist()
+
+
+def test_context_comes_from_the_same_document_and_reaches_k_sentences_back(data_bin):
+    task, model, _ = concat_model(data_bin, 2, 2)
+    model.eval()
+    group = [s for s in batches(task, "test") if s["position"].group == 0]
+    assert len(group) >= 4 and group[0]["lanes"].numel() >= 2
+    reference = walk(model, group)
+    changed = [dict(s, net_input=dict(s["net_input"])) for s in group]
+    victim = int(changed[0]["lanes"][0])
+    tokens = changed[0]["net_input"]["src_tokens"].clone()
+    content = tokens[0].ge(task.source_dictionary.nspecial)
+    tokens[0, content] = torch.roll(tokens[0, content], 1)
+    changed[0]["net_input"]["src_tokens"] = tokens
+    perturbed = walk(model, changed)
+    for sample in group[1:]:
+        for sentence, lane in zip(sample["id"].tolist(), sample["lanes"].tolist()):
+            difference = (reference[sentence] - perturbed[sentence]).abs().max().item()
+            if lane == victim and sample["position"].step <= 2:
+                assert difference > 1e-3, f"sentence {sentence} ignores a sentence of its context"
+            else:
+                assert difference == 0, f"sentence {sentence} read a sentence it must not read"
+
+
+def test_decoding_reads_the_models_own_previous_translations(data_bin):
+    task, model, _ = concat_model(data_bin, 1, 2)
+    model.eval().double()
+    group = [s for s in batches(task, "test", max_tokens=1000) if s["position"].group == 0]
+    eos = task.target_dictionary.eos()
+    pad = task.target_dictionary.pad()
+    runs = {}
+    for context_from in ("hypothesis", "reference"):
+        _, trace = Recorder(task, model, context_from=context_from).decode(group)
+        runs[context_from] = trace
+        translations = {}  # lane -> its translations so far
+        for sample, inputs, hypotheses in trace:
+            lanes = sample["lanes"].tolist()
+            if sample["position"].step:
+                prefixes = unpadded(inputs["target_prefix"], pad)
+                for lane, prefix in zip(lanes, prefixes):
+                    expected = [eos] + [token for sentence in translations[lane][-2:] for token in sentence]
+                    assert prefix.tolist() == expected
+            references = unpadded(sample["target"], pad)
+            for row, lane in enumerate(lanes):
+                own = hypotheses[row][0]["tokens"] if context_from == "hypothesis" else references[row]
+                translations.setdefault(lane, []).append(own.tolist())
+    hypothesis_prefixes = [inputs["target_prefix"] for _, inputs, _ in runs["hypothesis"][1:]]
+    reference_prefixes = [inputs["target_prefix"] for _, inputs, _ in runs["reference"][1:]]
+    assert any(h.shape != r.shape or not torch.equal(h, r) for h, r in zip(hypothesis_prefixes, reference_prefixes))
+    later = lambda trace: [[h[0]["tokens"].tolist() for h in hyps] for _, _, hyps in trace[1:]]  # noqa: E731
+    assert later(runs["hypothesis"]) != later(runs["reference"]), "the target context changes nothing"
+
+
+@pytest.mark.parametrize("context_from", ["hypothesis", "reference"])
+def test_incremental_decoding_after_the_prefix_equals_teacher_forcing(data_bin, context_from):
+    """Untrained, every hypothesis runs to the length limit; references give the rows of a batch
+    prefixes of different lengths."""
+    task, model, _ = concat_model(data_bin, 2, 2)
+    model.eval().double()
+    group = [s for s in batches(task, "test", max_tokens=1000) if s["position"].group == 0]
+    _, trace = Recorder(task, model, context_from=context_from).decode(group)
+    prefix_lengths = {int(n) for _, inputs, _ in trace[1:] for n in inputs["target_prefix"].ne(task.target_dictionary.pad()).sum(1)}
+    assert context_from == "hypothesis" or len(prefix_lengths) > 2
+    pad, eos = task.target_dictionary.pad(), task.target_dictionary.eos()
+    compared = 0
+    for sample, inputs, hypotheses in trace:
+        for rank in range(3):
+            chosen = [h[rank] for h in hypotheses]
+            width = max(h["tokens"].numel() for h in chosen)
+            target = torch.full((len(chosen), width), pad)
+            previous = torch.full((len(chosen), width), pad)
+            for row, hypothesis in enumerate(chosen):
+                tokens = hypothesis["tokens"]
+                target[row, : tokens.numel()] = tokens
+                previous[row, 0], previous[row, 1: tokens.numel()] = eos, tokens[:-1]
+            net_input = dict(sample["net_input"], prev_output_tokens=previous)
+            with torch.no_grad():
+                log_probs = model.get_normalized_probs(model(**net_input, **inputs), log_probs=True)
+            forced = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+            for row, hypothesis in enumerate(chosen):
+                scores = hypothesis["positional_scores"]
+                assert torch.allclose(forced[row, : scores.numel()], scores, atol=1e-9)
+                compared += 1
+    assert compared > 20
+
+
+@pytest.mark.parametrize("context_from", ["hypothesis", "reference"])
+def test_batching_changes_no_translation_and_loses_no_sentence(data_bin, context_from):
+    task, model, _ = concat_model(data_bin, 1, 1)
+    model.eval().double()
+    results = []
+    for options in ({"max_tokens": 1000}, {"max_tokens": None, "max_sentences": 1}, {"max_tokens": None, "max_sentences": 2}):
+        best, _ = Recorder(task, model, context_from=context_from).decode(batches(task, "test", **options))
+        sentences = len(task.dataset("test"))
+        assert sorted(best) == list(range(sentences)), "every sentence exactly once"
+        results.append(best)
+    assert results[0] == results[1] == results[2]
+
+
+def test_context_is_cut_oldest_first_to_fit_the_positions(data_bin):
+    task, model, _ = concat_model(
+        data_bin, 3, 3, "--max-source-positions", "15", "--max-target-positions", "20"
+    )
+    pad, eos = task.source_dictionary.pad(), task.source_dictionary.eos()
+
+    def sentence(first, length):
+        return torch.tensor([*range(first, first + length - 1), eos])
+
+    oldest, middle, newest = sentence(10, 4), sentence(20, 3), sentence(30, 6)
+    carry = PreviousSentences(torch.tensor([0]), [(oldest, middle, newest)], [(oldest, middle, newest)])
+    current = torch.cat([torch.full((1, 2), pad), sentence(40, 5).unsqueeze(0)], dim=1)  # left-padded
+    net_input = {"src_tokens": current, "src_lengths": torch.tensor([5])}
+    context = model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=8)
+    source = unpadded(context.inputs["source_with_context"], pad)[0]
+    assert source.tolist() == torch.cat([middle, newest, sentence(40, 5)]).tolist()  # 14 of 15 positions
+    prefix = unpadded(context.inputs["target_prefix"], pad)[0]
+    assert prefix.tolist() == [eos, *middle.tolist(), *newest.tolist()]  # 10 tokens + 8 of room + 1 < 20
+    assert model.context_cuts == 2
+
+    roomy = model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=2)
+    assert unpadded(roomy.inputs["target_prefix"], pad)[0].numel() == 1 + 4 + 3 + 6
+
+
+def test_batches_count_the_context_within_max_tokens(data_bin):
+    task, model, _ = concat_model(data_bin, 2, 2)
+    steps = batches(task, "train", max_tokens=150)
+    walked, carry = 0, None
+    with torch.no_grad():
+        for item in steps:
+            for sample in item["steps"]:
+                lanes, net_input = sample["lanes"], sample["net_input"]
+                carry_in = carry.select(lanes) if carry is not None and sample["position"].step else None
+                context = model.sentence_context(carry_in, lanes, None, net_input, sample["target"].size(1) - 1)
+                source = context.inputs.get("source_with_context", net_input["src_tokens"])
+                assert source.numel() <= 150
+                if "target_prefix" in context.inputs:
+                    pad = task.target_dictionary.pad()
+                    prefix_lengths = context.inputs["target_prefix"].ne(pad).sum(1)
+                    target_lengths = sample["target"].ne(pad).sum(1)
+                    assert lanes.numel() * int((prefix_lengths + target_lengths - 1).max()) <= 150
+                    walked += 1
+                carry = model.carry_out(context, lanes, net_input, sample["target"], None)
+    assert walked > 10
+
+
+def test_a_sentences_loss_trains_its_own_pass_only(data_bin):
+    """The previous sentences are read again from their tokens: sentence t's loss reaches the
+    embeddings of its own forward pass (context tokens included), never the earlier passes."""
+    task, model, criterion = concat_model(data_bin, 2, 2, "--optimization-window", "3")
+    model.train()
+    windows = [item["steps"] for item in batches(task, "train", max_tokens=150)]
+    steps = next(w for w in windows if len(w) >= 3 and w[2]["lanes"].numel() >= 1)[:3]
+    pad = task.target_dictionary.pad()
+    steps = [dict(s, target=torch.full_like(s["target"], pad)) for s in steps[:2]] + [steps[2]]
+    embeddings = []
+
+    def keep(module, inputs, output):
+        output.retain_grad()
+        embeddings.append(output)
+
+    handle = model.encoder.embed_tokens.register_forward_hook(keep)
+    try:
+        criterion.forward_window(model, steps, backward=lambda loss: loss.backward())
+    finally:
+        handle.remove()
+    reached = [e.grad is not None and e.grad.abs().sum().item() > 0 for e in embeddings]
+    assert reached == [False, False, False, False, True, True]
+
+
+@pytest.fixture(scope="module")
+def concat_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
+    """A 2-to-2 model finetuned for 4 updates from a plain transformer checkpoint."""
+    save_dir = tmp_path_factory.mktemp("concat")
+    result = run([
+        fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
+        *CONCAT, "--source-context", "1", "--target-context", "1",
+        "--criterion", "document_label_smoothed_cross_entropy", "--optimization-window", "1-3",
+        "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "4",
+        "--finetune-from-model", str(sentence_checkpoint), "--save-dir", str(save_dir),
+    ])
+    log = result.stdout + result.stderr
+    assert "num_updates 4" in log and f"loading pretrained model from {sentence_checkpoint}" in log
+    return save_dir / "checkpoint_last.pt"
+
+
+def hypotheses_of(output):
+    return {int(i): text for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
+
+
+def decoding(checkpoint):
+    return ["--user-dir", str(PLUGIN), "--task", "document_translation", "--path", str(checkpoint),
+            "--beam", "3", "--max-len-b", "20", "--cpu"]
+
+
+def test_stock_clis_and_hub_translate_documents_alike(data_bin, concat_checkpoint):
+    generated = hypotheses_of(run([
+        fairseq_command("fairseq-generate"), str(data_bin), *decoding(concat_checkpoint),
+        "--gen-subset", "test", "--max-tokens", "200",
+    ]).stdout)
+    sentences = sum(1 for _ in open(data_bin / "test.en-de.docids"))
+    assert sorted(generated) == list(range(sentences))
+    expected = [generated[i] for i in range(sentences)]
+
+    lines = (data_bin.parent / "raw" / "test.en").read_text().splitlines()
+    interactive = subprocess.run(
+        [fairseq_command("fairseq-interactive"), str(data_bin), *decoding(concat_checkpoint),
+         "--source-lang", "en", "--target-lang", "de", "--buffer-size", "3", "--batch-size", "3"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True,
+    )
+    assert interactive.returncode == 0, interactive.stderr[-3000:]
+    translated = hypotheses_of(interactive.stdout)
+    assert sorted(translated) == list(range(len(lines)))
+    assert [translated[i] for i, line in enumerate(lines) if line] == expected
+
+    from memory_nmt.systems.context_concat.model import ContextConcatTransformerModel
+
+    hub = ContextConcatTransformerModel.from_pretrained(
+        str(concat_checkpoint.parent), checkpoint_file=concat_checkpoint.name, data_name_or_path=str(data_bin)
+    )
+    hub.cfg.generation.max_len_b = 20
+    documents = [d.split("\n") for d in "\n".join(lines).strip("\n").split("\n\n")]
+    assert [s for t in hub.translate_documents(documents, beam=3) for s in t] == expected

@@ -1,0 +1,42 @@
+"""fairseq's plain transformer in the document pipeline: every sentence translated alone, exactly
+as fairseq's own generator translates it, through the stock CLIs too."""
+import re
+
+import torch
+from fairseq.sequence_generator import SequenceGenerator
+
+from conftest import COMMON, PLUGIN, TINY_DIMS, batches, build, fairseq_command, run
+from memory_nmt.pipeline.generator import DocumentSequenceGenerator
+from memory_nmt.pipeline.system import SentenceLevel, document_system
+
+
+def test_plain_transformer_decodes_in_document_batches_as_fairseq_does(data_bin):
+    task, model, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS)
+    assert isinstance(document_system(model), SentenceLevel) and task.context_sentences == (0, 0)
+    model.eval()
+    document = DocumentSequenceGenerator([model], task.target_dictionary, beam_size=3, max_len_b=12)
+    plain = SequenceGenerator([model], task.target_dictionary, beam_size=3, max_len_b=12)
+    decoded = []
+    for sample in batches(task, "test"):
+        got, expected = document.generate([model], sample), plain.generate([model], sample)
+        for ours, theirs in zip(got, expected):
+            assert torch.equal(ours[0]["tokens"], theirs[0]["tokens"])
+            assert torch.equal(ours[0]["positional_scores"], theirs[0]["positional_scores"])
+        decoded += sample["id"].tolist()
+    assert sorted(decoded) == list(range(len(task.dataset("test"))))
+
+
+def test_stock_clis_train_and_decode_it_in_the_document_task(data_bin, sentence_checkpoint, tmp_path):
+    trained = run([
+        fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
+        "--arch", "transformer", *TINY_DIMS, "--criterion", "document_label_smoothed_cross_entropy",
+        "--lr", "1e-3", "--max-update", "2", "--save-dir", str(tmp_path),
+    ])
+    assert "num_updates 2" in trained.stdout + trained.stderr
+    generated = run([
+        fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", str(PLUGIN),
+        "--task", "document_translation", "--path", str(sentence_checkpoint), "--gen-subset", "test",
+        "--beam", "3", "--max-tokens", "200", "--max-len-b", "20", "--cpu",
+    ]).stdout
+    sentences = sum(1 for _ in open(data_bin / "test.en-de.docids"))
+    assert sorted(int(i) for i in re.findall(r"^H-(\d+)\t", generated, re.M)) == list(range(sentences))
