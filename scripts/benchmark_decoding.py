@@ -13,11 +13,8 @@ Measures, in one run:
    by the memory model sentence by sentence (one lane, memory carried), each in a fresh
    subprocess (this script with the hidden --measure-peak N), after a 2-sentence warm-up document.
    Reports, per length, the peak memory above the level before the warm-up, the time per
-   sentence (warm-up excluded), and their ratios to the shortest document (target ~1.0). On cuda
-   the peak is ``torch.cuda.max_memory_allocated`` (tensor bytes); on cpu (Linux) it is the
-   process's peak resident set, ``VmHWM`` reset just before decoding, which counts all that
-   decoding keeps, tensors or Python objects. (Not ``ru_maxrss``: a child process inherits its
-   parent's peak in it across fork and exec.)
+   sentence (warm-up excluded), and their ratios to the shortest document (target ~1.0). The
+   peak is measured as ``peak_memory.py`` says (cuda: tensor bytes; cpu: peak resident set).
 
 The models are randomly initialised (--seed): speed does not depend on the weights. The memory
 model loads the plain model's state_dict, so their shared weights are identical; its Output
@@ -50,18 +47,19 @@ from fairseq.models.transformer import TransformerModel
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.dirname(SCRIPTS), SCRIPTS]
 from memory_nmt.pipeline.data import Document as DocumentSpan  # noqa: E402
 from memory_nmt.pipeline.data import DocumentDataset, plan_epoch  # noqa: E402
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
 from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel  # noqa: E402
 from memory_nmt.evaluation.synthetic import generate_documents, generate_long_document  # noqa: E402
+from peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
 
 DEFAULT_DIMS = {  # embed_dim, ffn_dim, heads, layers (each side)
     "cpu": (256, 1024, 4, 3),
     "cuda": (512, 2048, 8, 6),
 }
-MiB = 2**20
 
 
 def parse_args(argv=None):
@@ -200,18 +198,6 @@ def benchmark_speed(args, plain_gen, memory_gen, batches):
     return sentences, rates, plain_best == memory_best
 
 
-def resident_bytes(field):
-    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process, from Linux's /proc/self/status."""
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
-
-
-def reset_peak_resident():
-    """Sets ``VmHWM`` to the current resident set (Linux >= 4.0)."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
 def measure_peak(args):
     """(Subprocess mode.) Decode one long document; print its peak memory and s/sentence as JSON."""
     _, long, warmup, src_dict, tgt_dict, length, _, memory = setup(args)
@@ -219,18 +205,10 @@ def measure_peak(args):
     gen = generator(DocumentSequenceGenerator, memory, tgt_dict, args, length)
     warmup_batches = step_batches(document_dataset([warmup], src_dict, tgt_dict, "warmup"), 1, args.device)
     batches = step_batches(document_dataset([long[n]], src_dict, tgt_dict, "long"), 1, args.device)
-    if args.device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-    else:
-        reset_peak_resident()
-        before = resident_bytes("VmRSS")
+    before = start_peak(args.device)
     decode(gen, warmup_batches, args)
     seconds, _ = decode(gen, batches, args)
-    if args.device == "cuda":
-        peak = torch.cuda.max_memory_allocated() - before
-    else:
-        peak = resident_bytes("VmHWM") - before
+    peak = peak_since(args.device, before)
     print(json.dumps({"peak_bytes": peak, "seconds_per_sentence": seconds / n}))
 
 
@@ -266,8 +244,7 @@ def main():
     print(f"  transformer_recurrent_memory, DocumentSequenceGenerator {rates['memory']:8.1f} sentences/s")
     print(f"  ratio memory/plain {rates['memory'] / rates['plain']:.3f} (target >= 0.9); "
           f"identical hypotheses: {'yes' if identical else 'NO'}")
-    measure = ("torch.cuda.max_memory_allocated" if args.device == "cuda"
-               else "peak resident set (VmHWM)") + " above the level before decoding"
+    measure = peak_name(args.device) + " above the level before decoding"
     print(f"\nlong documents, memory model, one lane, one fresh process each; peak = {measure}")
     print(f"  {'sentences':>9} {'peak MiB':>9} {'peak ratio':>10} {'ms/sentence':>11} {'time ratio':>10}")
     first = peaks[args.lengths[0]]

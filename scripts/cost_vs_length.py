@@ -55,19 +55,17 @@ import torch.fx.experimental.symbolic_shapes  # noqa: E402,F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchmark_decoding import (  # noqa: E402
-    MiB,
     build_models,
     decode,
     dictionary,
     document_dataset,
     generator,
     model_args,
-    reset_peak_resident,
-    resident_bytes,
     step_batches,
 )
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
 from memory_nmt.evaluation.synthetic import Document  # noqa: E402
+from peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
 
 MODELS = ("sentence", "memory", "document")
 LABELS = {
@@ -150,21 +148,6 @@ def decoding(name, model, document, vocabulary, args, stream):
     return generator(cls, model, vocabulary, args, len(document.source[0].split())), batches
 
 
-def start_peak(device):
-    """Reset the peak; return the level it is measured above."""
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-        return torch.cuda.memory_allocated()
-    reset_peak_resident()
-    return resident_bytes("VmRSS")
-
-
-def peak_since(device, before):
-    if device == "cuda":
-        return torch.cuda.max_memory_allocated() - before
-    return resident_bytes("VmHWM") - before
-
-
 def measure(args, name, tokens):
     """(In the child process.) Seconds and peak bytes of decoding a ``tokens`` document with ``name``:
     the peak covers a two-sentence warm-up and the document, the time the document only."""
@@ -237,7 +220,7 @@ def main(argv=None):
     results = {n: {name: measure_in_fresh_process(args, name, n) for name in MODELS} for n in args.lengths}
     gpu = results[args.lengths[0]][MODELS[0]]["gpu"]
     threads = f" ({gpu})" if gpu else f", {torch.get_num_threads()} threads"
-    peak = ("torch.cuda.max_memory_allocated" if args.device == "cuda" else "peak resident set (VmHWM)")
+    peak = peak_name(args.device)
     print(f"device {args.device}{threads}, {'fp16' if args.fp16 else 'fp32'}; "
           f"torch {torch.__version__}, fairseq {fairseq.__version__}")
     print(f"model {args.embed_dim}/{args.ffn_dim}, {args.heads} heads, {args.layers}+{args.layers} layers, "

@@ -19,6 +19,7 @@ TINY_DIMS = [
     "--share-all-embeddings", "--dropout", "0.0",
 ]
 TINY_MODEL = ["--arch", "transformer_recurrent_memory_small", *TINY_DIMS, "--memory-size", "4"]
+CONCAT = ["--arch", "transformer_context_concat_small", *TINY_DIMS]
 COMMON = [  # fairseq-train options of the CLI tests
     "--user-dir", str(PLUGIN), "--label-smoothing", "0.1", "--optimizer", "adam",
     "--max-tokens", "200", "--cpu", "--seed", "1", "--log-format", "simple",
@@ -68,6 +69,22 @@ def sentence_checkpoint(data_bin, tmp_path_factory):
     """A plain fairseq transformer of the tiny size, trained for 3 updates (translation task)."""
     save_dir = tmp_path_factory.mktemp("sentence")
     run([fairseq_command("fairseq-train"), str(data_bin), *SENTENCE_TRAIN, "--save-dir", str(save_dir)])
+    return save_dir / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="session")
+def concat_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
+    """A 2-to-2 concatenation model finetuned for 4 updates from the plain transformer checkpoint."""
+    save_dir = tmp_path_factory.mktemp("concat")
+    result = run([
+        fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
+        *CONCAT, "--source-context", "1", "--target-context", "1",
+        "--criterion", "document_label_smoothed_cross_entropy", "--optimization-window", "1-3",
+        "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "4",
+        "--finetune-from-model", str(sentence_checkpoint), "--save-dir", str(save_dir),
+    ])
+    log = result.stdout + result.stderr
+    assert "num_updates 4" in log and f"loading pretrained model from {sentence_checkpoint}" in log
     return save_dir / "checkpoint_last.pt"
 
 

@@ -9,11 +9,10 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from conftest import COMMON, PLUGIN, TINY_DIMS, batches, build, fairseq_command, run
+from conftest import CONCAT, PLUGIN, TINY_DIMS, batches, build, fairseq_command, run
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.previous_sentences import PreviousSentences, unpadded
 
-CONCAT = ["--arch", "transformer_context_concat_small", *TINY_DIMS]
 
 
 def concat_model(data_bin, source, target, *more):
@@ -259,22 +258,6 @@ def test_a_sentences_loss_trains_its_own_pass_only(data_bin):
         handle.remove()
     reached = [e.grad is not None and e.grad.abs().sum().item() > 0 for e in embeddings]
     assert reached == [False, False, False, False, True, True]
-
-
-@pytest.fixture(scope="module")
-def concat_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
-    """A 2-to-2 model finetuned for 4 updates from a plain transformer checkpoint."""
-    save_dir = tmp_path_factory.mktemp("concat")
-    result = run([
-        fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
-        *CONCAT, "--source-context", "1", "--target-context", "1",
-        "--criterion", "document_label_smoothed_cross_entropy", "--optimization-window", "1-3",
-        "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "4",
-        "--finetune-from-model", str(sentence_checkpoint), "--save-dir", str(save_dir),
-    ])
-    log = result.stdout + result.stderr
-    assert "num_updates 4" in log and f"loading pretrained model from {sentence_checkpoint}" in log
-    return save_dir / "checkpoint_last.pt"
 
 
 def hypotheses_of(output):

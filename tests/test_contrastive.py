@@ -195,22 +195,6 @@ def pronoun_documents(count, seed):
     return documents
 
 
-def voita_entries(documents):
-    """One item per pronoun: the document so far, the reference and each wrong pronoun."""
-    entries = []
-    for document in documents:
-        for word in document.context_words:
-            reference = document.target[word.sentence]
-            candidates = [reference] + [" ".join(alternative if token == word.correct else token
-                                                 for token in reference.split()) for alternative in word.alternatives]
-            entries.append({
-                "src": " _eos ".join(document.source[: word.sentence + 1]),
-                "dst": [" _eos ".join(document.target[: word.sentence] + [c]) for c in candidates],
-                "true_ind": 0, "ctx_dist": word.distance,
-            })
-    return entries
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A memory model and a sentence model trained for the same 120 updates on 600 documents."""
@@ -228,7 +212,7 @@ def trained(tmp_path_factory):
 
 def test_only_the_memory_model_tells_the_pronoun(trained):
     items = trained / "pronouns.json"
-    items.write_text(json.dumps(voita_entries(pronoun_documents(40, seed=2))))
+    items.write_text(json.dumps(synthetic.contrastive_items(pronoun_documents(40, seed=2))))
     result = run([sys.executable, str(REPO / "scripts" / "contrastive_eval.py"), "--json", "--cpu",
                   "--path", str(trained / "memory" / "checkpoint_last.pt"), "--data", str(trained / "bin"),
                   "--sentence-model", str(trained / "sentence" / "checkpoint_last.pt"),

@@ -236,6 +236,27 @@ def context_accuracy(documents: Sequence[Document],
     return {key: (c, t) for key, (c, t) in counts.items()}
 
 
+def contrastive_items(documents: Sequence[Document]) -> List[dict]:
+    """One contrastive item per context word, in the json of Voita et al. (2019) (``src``, ``dst``,
+    ``true_ind``, ``ctx_dist``; sentences joined by " _eos "): the document up to the word's
+    sentence, and its reference against the same sentence with each wrong word instead."""
+    entries = []
+    for document in documents:
+        for word in document.context_words:
+            reference = document.target[word.sentence]
+            candidates = [reference] + [
+                " ".join(alternative if token == word.correct else token for token in reference.split())
+                for alternative in word.alternatives
+            ]
+            entries.append({
+                "src": " _eos ".join(document.source[: word.sentence + 1]),
+                "dst": [" _eos ".join(document.target[: word.sentence] + [c]) for c in candidates],
+                "true_ind": 0,
+                "ctx_dist": word.distance,
+            })
+    return entries
+
+
 def main(argv: Sequence[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--documents", type=int, required=True)

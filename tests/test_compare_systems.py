@@ -1,0 +1,74 @@
+"""scripts/compare_systems.py: one table of systems decoded on the same documents, its figures those
+of the stock tools (fairseq-generate, document_bleu.py, contrastive_eval.py) run on their own."""
+import json
+import re
+import sys
+
+import pytest
+
+from conftest import PLUGIN, REPO, fairseq_command, run
+from memory_nmt.evaluation import synthetic
+
+SCRIPT = REPO / "scripts" / "compare_systems.py"
+
+
+@pytest.fixture(scope="module")
+def compared(data_bin, sentence_checkpoint, concat_checkpoint, tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    items = root / "items.json"  # the test documents' context words, as the data_bin fixture made them
+    documents = synthetic.generate_documents(6, seed=3, min_sentences=2, max_sentences=6)
+    items.write_text(json.dumps(synthetic.contrastive_items(documents)))
+    result = run([
+        sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"sentence={sentence_checkpoint}",
+        "--system", f"concat={concat_checkpoint}", "--beam", "2", "--max-tokens", "200",
+        "--generate-args", "--max-len-b 10", "--contrastive", "voita", str(items), "--lengths", "3,7",
+        "--cpu", "--workdir", str(root / "work"), "--json", str(root / "results.json"),
+        "--plot", str(root / "compare.png"),
+    ])
+    return root, items, result.stdout, json.loads((root / "results.json").read_text())
+
+
+def test_one_row_per_system_with_every_column(compared):
+    _, _, stdout, _ = compared
+    header = next(line for line in stdout.splitlines() if line.startswith("system"))
+    for column in ("s-BLEU", "d-BLEU", "ctx all", "d=1", "sent/s", "MiB@3", "MiB@7", "ms/sent@7"):
+        assert column in header
+    rows = [line.split()[0] for line in stdout.splitlines()[stdout.splitlines().index(header) + 2:] if line.strip()]
+    assert rows[:2] == ["sentence", "concat"]
+    assert "sacrebleu: nrefs:1" in stdout
+
+
+def test_figures_are_those_of_the_stock_tools(compared, data_bin):
+    root, items, _, results = compared
+    for name, path in (("sentence", results["systems"]["sentence"]["checkpoint"]),
+                       ("concat", results["systems"]["concat"]["checkpoint"])):
+        figures = results["systems"][name]
+        output = "".join((root / "work" / f"generate-{name}.{kind}").read_text() for kind in ("txt", "log"))
+        speed = re.search(r"Translated [\d,]+ sentences .* \(([\d.]+) sentences/s", output)
+        assert figures["sentences_per_second"] == float(speed[1])
+        bleu = json.loads(run([sys.executable, str(REPO / "scripts" / "document_bleu.py"), "--json",
+                               "--generate-output", str(root / "work" / f"generate-{name}.txt"),
+                               "--docids", str(data_bin / "test.en-de.docids")]).stdout)
+        assert (figures["s_bleu"], figures["d_bleu"]) == (bleu["s_bleu"], bleu["d_bleu"])
+        alone = json.loads(run([sys.executable, str(REPO / "scripts" / "contrastive_eval.py"), "--json", "--cpu",
+                                "--path", path, "--data", str(data_bin), "--format", "voita", str(items)]).stdout)
+        (accuracy,) = alone.values()
+        assert {k: v for k, v in figures["contrastive"].items()} == {
+            k: [v["right"], v["total"]] for k, v in accuracy.items()
+        }
+        for length in ("3", "7"):
+            measured = figures["long_documents"][length]
+            assert measured["peak_bytes"] > 0 and measured["seconds_per_sentence"] > 0
+    assert (root / "compare.png").stat().st_size > 10000
+
+
+def test_bad_system_is_refused_by_name(data_bin, tmp_path):
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", "nonsense"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "give NAME=CHECKPOINT" in done.stderr
+    missing = tmp_path / "none.pt"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"a={missing}"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and f"no checkpoint file {missing}" in done.stderr
