@@ -14,6 +14,7 @@ resumes training from checkpoint_last.pt); ``--force`` deletes the working direc
 """
 import argparse
 import collections
+import json
 import logging
 import os
 import re
@@ -28,7 +29,12 @@ PLUGIN = ROOT / "memory_nmt"
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from document_bleu import score_documents  # noqa: E402
-from memory_nmt.evaluation.synthetic import context_accuracy, generate_documents, write_documents  # noqa: E402
+from memory_nmt.evaluation.synthetic import (  # noqa: E402
+    context_accuracy,
+    contrastive_items,
+    generate_documents,
+    write_documents,
+)
 
 SPLITS = {"train": 1000, "valid": 100, "test": 100}  # documents per split
 SPLIT_SEED_OFFSET = {"train": 0, "valid": 1000, "test": 2000}
@@ -56,6 +62,13 @@ SENTENCE = {
              "--required-batch-size-multiple", "1"],
     "train": ["--arch", "transformer", "--criterion", "label_smoothed_cross_entropy"],
 }
+CONCAT = {
+    "name": "concat",
+    "task": ["--user-dir", str(PLUGIN), "--task", "document_translation"],
+    "train": ["--arch", "transformer_context_concat_small", "--source-context", "1", "--target-context", "0",
+              "--criterion", "document_label_smoothed_cross_entropy",
+              "--optimization-window", WINDOW],
+}
 MEMORY = {
     "name": "memory",
     "task": ["--user-dir", str(PLUGIN), "--task", "document_translation"],
@@ -63,6 +76,7 @@ MEMORY = {
               "--criterion", "document_label_smoothed_cross_entropy",
               "--optimization-window", WINDOW],
 }
+SYSTEMS = (SENTENCE, CONCAT, MEMORY)
 GENERATE_LINE = re.compile(r"[STHDP]-\d+\t")
 HYPOTHESIS_LINE = re.compile(r"H-(\d+)\t[^\t]*\t(.*)")
 
@@ -113,6 +127,9 @@ def write_corpus(work, documents):
     for split, docs in documents.items():
         write_documents(docs, str(corpus / split))
         print(f"{split}: {len(docs)} documents, {sum(len(d.source) for d in docs)} sentences")
+    items = contrastive_items(documents["test"])
+    (work / "contrastive.json").write_text(json.dumps(items, indent=1) + "\n", encoding="utf-8")
+    print(f"test: {len(items)} contrastive items in {work / 'contrastive.json'}")
 
 
 def preprocess(work):
@@ -181,17 +198,34 @@ def evaluate(documents, hypotheses):
     return bleu, context_accuracy(documents, by_document)
 
 
+COLUMNS = {  # accuracy key -> column title
+    "pronoun d=1": "pronoun, prev.",
+    "pronoun d>1": "pronoun, 2-3 back",
+    "sense d=1": "sense, prev.",
+    "sense d>1": "sense, 2+ back",
+    "all": "all",
+}
+CHANCE = {"pronoun d=1": "33.3%", "pronoun d>1": "33.3%", "sense d=1": "50.0%", "sense d>1": "50.0%"}
+MEANING = """\
+How to read it: every system translates the context-free words alike; the columns on the right
+count the words whose translation depends on an earlier sentence. "pronoun" is "it" -> er/sie/es,
+decided by a noun in the previous sentence (prev.) or 2-3 sentences back; "sense" is an ambiguous
+noun (plant -> pflanze/fabrik) decided only by the document's first sentence, which is the previous
+sentence (prev.) only for the second sentence of a document. The sentence model sees no context
+and guesses (chance: 1/3, 1/2). The 2-to-1 concatenation model sees exactly the previous source
+sentence: right where the cue is there, guessing beyond. The memory model carries what it needs
+from sentence to sentence, however far back."""
+
+
 def results_table(scores):
     """``scores``: model name -> (bleu, accuracy)."""
-    header = f"{'model':<10} {'s-BLEU':>7} {'d-BLEU':>7} {'pronoun':>16} {'sense':>16} {'all':>16}"
+    header = f"{'model':<9} {'s-BLEU':>7} {'d-BLEU':>7} " + " ".join(f"{t:>19}" for t in COLUMNS.values())
     lines = [header, "-" * len(header)]
     for name, (bleu, accuracy) in scores.items():
-        cells = [f"{100 * c / t:5.1f}% ({c}/{t})" for c, t in
-                 (accuracy[k] for k in ("pronoun", "sense", "all"))]
-        lines.append(f"{name:<10} {bleu['s_bleu']:7.2f} {bleu['d_bleu']:7.2f} "
-                     + " ".join(f"{cell:>16}" for cell in cells))
-    lines += [f"{'chance':<10} {'':>7} {'':>7} {'33.3%':>16} {'50.0%':>16}", "",
-              f"sacrebleu: {next(iter(scores.values()))[0]['signature']}"]
+        cells = [f"{100 * c / t:5.1f}% ({c}/{t})" for c, t in (accuracy[k] for k in COLUMNS)]
+        lines.append(f"{name:<9} {bleu['s_bleu']:7.2f} {bleu['d_bleu']:7.2f} " + " ".join(f"{c:>19}" for c in cells))
+    lines += [f"{'chance':<9} {'':>7} {'':>7} " + " ".join(f"{CHANCE.get(k, ''):>19}" for k in COLUMNS), "",
+              f"sacrebleu: {next(iter(scores.values()))[0]['signature']}", "", MEANING]
     return "\n".join(lines)
 
 
@@ -215,11 +249,11 @@ def main(argv=None):
     try:
         write_corpus(work, documents)
         preprocess(work)
-        for model in (SENTENCE, MEMORY):
+        for model in SYSTEMS:
             train(work, model, args.seed)
         num_test = sum(len(doc.source) for doc in documents["test"])
         scores = {}
-        for model in (SENTENCE, MEMORY):
+        for model in SYSTEMS:
             hypotheses = read_hypotheses(translate(work, model), num_test)
             scores[model["name"]] = evaluate(documents["test"], hypotheses)
     except StepError as error:
@@ -227,6 +261,10 @@ def main(argv=None):
     table = results_table(scores)
     (work / "results.txt").write_text(table + "\n", encoding="utf-8")
     print(f"\n{table}\n\n(written to {work / 'results.txt'})")
+    systems = " ".join(f"--system {m['name']}={work / 'checkpoints' / m['name'] / 'checkpoint_best.pt'}" for m in SYSTEMS)
+    print(f"\nDecoding speed, peak memory and contrastive accuracy of the same systems, side by side:\n"
+          f"  python {ROOT / 'scripts' / 'compare_systems.py'} --data {work / 'data-bin'} {systems} "
+          f"--contrastive voita {work / 'contrastive.json'} --cpu")
 
 
 if __name__ == "__main__":

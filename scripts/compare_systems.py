@@ -313,6 +313,7 @@ def plot(results, lengths, path):
     for name in names:
         memory.plot(lengths, [results[name]["long_documents"][n]["peak_bytes"] / MiB for n in lengths], marker="o", label=name)
     memory.set_xscale("log")
+    memory.set_ylim(bottom=0)
     memory.set_title("peak memory decoding one document")
     memory.set_xlabel("sentences in the document")
     memory.set_ylabel("MiB")

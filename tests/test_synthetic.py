@@ -129,16 +129,21 @@ def test_context_accuracy_on_references_and_swapped_references(corpus):
     references = [list(doc.target) for doc in corpus]
     result = synthetic.context_accuracy(corpus, references)
     n_pronoun, n_sense = len(items(corpus, "pronoun")), len(items(corpus, "sense"))
+    near = {kind: sum(1 for _, item in items(corpus, kind) if item.distance == 1) for kind in ("pronoun", "sense")}
+    assert 0 < near["pronoun"] < n_pronoun and 0 < near["sense"] < n_sense
     assert result == {"pronoun": (n_pronoun, n_pronoun), "sense": (n_sense, n_sense),
-                      "all": (n_pronoun + n_sense, n_pronoun + n_sense)}
+                      "all": (n_pronoun + n_sense, n_pronoun + n_sense),
+                      "pronoun d=1": (near["pronoun"],) * 2, "pronoun d>1": (n_pronoun - near["pronoun"],) * 2,
+                      "sense d=1": (near["sense"],) * 2, "sense d>1": (n_sense - near["sense"],) * 2}
     swapped, hedged = [list(r) for r in references], [list(r) for r in references]
     for doc, swap, hedge in zip(corpus, swapped, hedged):
         for item in doc.context_words:
             swap[item.sentence] = " ".join(item.alternatives[-1] if w == item.correct else w
                                            for w in swap[item.sentence].split())
             hedge[item.sentence] += " " + item.alternatives[0]
-    assert synthetic.context_accuracy(corpus, swapped) == {
-        "pronoun": (0, n_pronoun), "sense": (0, n_sense), "all": (0, n_pronoun + n_sense)}
+    wrong = synthetic.context_accuracy(corpus, swapped)
+    assert wrong["pronoun"] == (0, n_pronoun) and wrong["sense"] == (0, n_sense)
+    assert all(wrong[key][0] == 0 for key in synthetic.DISTANCE_CLASSES)
     assert synthetic.context_accuracy(corpus, hedged)["all"] == (0, n_pronoun + n_sense)
     with pytest.raises(ValueError):
         synthetic.context_accuracy(corpus, references[:-1])

@@ -7,11 +7,18 @@
 #   binarize                             fairseq-preprocess --joined-dictionary, docids beside it
 #   train_sentence                       the sentence-level transformer (fairseq translation task)
 #   finetune_memory                      the recurrent-memory model, finetuned from the sentence one
-#   generate NAME                        fairseq-generate --beam 5 on the test split (NAME: sentence
-#                                        or memory), detokenized D- lines
+#   finetune_concat                      the concatenation model (2-to-1 by default), finetuned from
+#                                        the sentence one for as many updates as the memory model
+#   continue_sentence                    the fair control: the sentence model trained on for as many
+#                                        updates (NAME sentence_continued)
+#   generate NAME                        fairseq-generate --beam 5 on the test split (NAME: sentence,
+#                                        sentence_continued, concat or memory), detokenized D- lines
 #   score NAME                           s-BLEU and d-BLEU with sacrebleu (scripts/document_bleu.py)
 #   results_table NAME...                a markdown table of the scores, also in WORK_DIR/results.md
-#   selective_attn_recipe NAME [--steps download,prepare,binarize,train,generate,score]
+#   compare NAME...                      scripts/compare_systems.py on the named systems: BLEU,
+#                                        contrastive accuracy, speed, peak memory, side by side
+#                                        (WORK_DIR/compare.{txt,json,png})
+#   selective_attn_recipe NAME [--steps download,prepare,binarize,train,generate,score,compare]
 #                                        all of the above for one dataset of the selective-attn
 #                                        release (IWSLT2017, NC-2016, Europarl7), as ted.sh,
 #                                        news.sh and europarl.sh run it
@@ -19,8 +26,8 @@
 # Every step echoes its commands and skips itself when its marker file exists (a step writes
 # its marker last), so a recipe run again resumes where it stopped; fairseq-train resumes from
 # checkpoint_last.pt. Delete a marker (WORK_DIR/prep/SPLIT.done, WORK_DIR/data-bin/.done,
-# WORK_DIR/checkpoints/NAME/.done, WORK_DIR/generate-NAME.txt, WORK_DIR/score-NAME.json) to
-# redo its step. Variables (environment overrides the defaults):
+# WORK_DIR/checkpoints/NAME/.done, WORK_DIR/generate-NAME.txt, WORK_DIR/score-NAME.json,
+# WORK_DIR/compare.txt) to redo its step. Variables (environment overrides the defaults):
 set -euo pipefail
 
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,9 +45,15 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${MEMORY_ARCH:=transformer_recurrent_memory}"
 : "${MEMORY_LR:=3e-4}" "${PRETRAINED_LR:=6e-5}" "${MEMORY_WARMUP:=1000}" "${MEMORY_DROPOUT:=0.2}"
 : "${OPTIMIZATION_WINDOW:=full}"        # sentence steps per update (paper section 5.3)
+: "${CONCAT_ARCH:=transformer_context_concat}"
+: "${CONCAT_CONTEXT:=--source-context 1 --target-context 0}"   # 2-to-1; 2-to-2: --target-context 1
+: "${FINETUNE_LR:=$MEMORY_LR}"          # lr of the concatenation model and of the sentence control
+: "${COMPARE_LENGTHS:=10,100,1000}"     # document lengths whose decoding peak memory is measured
+: "${COMPARE_CONTRASTIVE:=}"            # a contrastive test set, e.g. "voita deixis_test.json"
 : "${PATIENCE:=5}"
 : "${TRAIN_ARGS:=}"                     # extra fairseq-train options for both models (e.g. --fp16, --cpu)
 : "${SENTENCE_ARGS:=}" "${MEMORY_ARGS:=}"   # extra options for one of them (e.g. --max-update N)
+: "${CONCAT_ARGS:=}" "${CONTROL_ARGS:=}"     # extra options for finetune_concat / continue_sentence
 : "${GENERATE_ARGS:=}"                  # extra fairseq-generate options (e.g. --cpu)
 : "${GENERATE_MAX_TOKENS:=$MAX_TOKENS}"
 : "${WORKERS:=1}"                       # fairseq-preprocess workers
@@ -150,14 +163,55 @@ finetune_memory() {
         --dropout "$MEMORY_DROPOUT" --optimization-window "$OPTIMIZATION_WINDOW" "${extra[@]}"
 }
 
+# The updates the memory model's finetuning ran, read from its last checkpoint: the budget of
+# the concatenation model and of the sentence-level control, so that all three finetunings are equal.
+finetune_updates() {
+    local checkpoint=$WORK_DIR/checkpoints/memory/checkpoint_last.pt
+    [[ -f $checkpoint ]] || fail "no $checkpoint; run finetune_memory first (its updates are the budget)"
+    "$PYTHON" -c 'import sys, torch
+print(torch.load(sys.argv[1], map_location="cpu", weights_only=False)["optimizer_history"][-1]["num_updates"])' \
+        "$checkpoint"
+}
+
+# Options of a finetuning from the sentence model for exactly the memory model's updates.
+equal_budget_options() {
+    local sentence=$WORK_DIR/checkpoints/sentence/checkpoint_best.pt updates
+    [[ -f $sentence ]] || fail "no $sentence; run train_sentence first"
+    updates=$(finetune_updates)
+    echo "--finetune-from-model $sentence --max-update $updates --max-epoch 0 --patience -1" \
+        "--lr $FINETUNE_LR --lr-scheduler inverse_sqrt --warmup-updates $MEMORY_WARMUP" \
+        "--warmup-init-lr 1e-7 --dropout $MEMORY_DROPOUT"
+}
+
+finetune_concat() {
+    local budget context extra
+    split_words budget "$(equal_budget_options)"
+    split_words context "$CONCAT_CONTEXT"
+    split_words extra "$CONCAT_ARGS"
+    train concat --task document_translation --arch "$CONCAT_ARCH" "${context[@]}" \
+        --criterion document_label_smoothed_cross_entropy \
+        --optimization-window "$OPTIMIZATION_WINDOW" "${budget[@]}" "${extra[@]}"
+}
+
+# The sentence model trained on for as many updates as the document models' finetuning: what
+# those updates alone bring, without context.
+continue_sentence() {
+    local budget extra
+    split_words budget "$(equal_budget_options)"
+    split_words extra "$CONTROL_ARGS"
+    train sentence_continued --task translation --arch "$SENTENCE_ARCH" \
+        --required-batch-size-multiple 1 --criterion label_smoothed_cross_entropy \
+        "${budget[@]}" "${extra[@]}"
+}
+
 # Translate the test split with checkpoints/NAME/checkpoint_best.pt into WORK_DIR/generate-NAME.txt.
 generate() {
     local name=$1 output=$WORK_DIR/generate-$1.txt task extra
     already_done "$output" "generate $name" && return 0
     case $name in
-        sentence) task=(--task translation --required-batch-size-multiple 1) ;;
-        memory) task=(--task document_translation) ;;
-        *) fail "generate: unknown model $name; give sentence or memory" ;;
+        sentence | sentence_continued) task=(--task translation --required-batch-size-multiple 1) ;;
+        memory | concat) task=(--task document_translation) ;;
+        *) fail "generate: unknown model $name; give sentence, sentence_continued, concat or memory" ;;
     esac
     split_words extra "$GENERATE_ARGS"
     run "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir "$PLUGIN" "${task[@]}" \
@@ -194,6 +248,41 @@ for name, s in scores.items():
     print(f"| {name} | {s['s_bleu']:.2f} | {s['d_bleu']:.2f} |")
 print(f"\nsacrebleu signature: {first['signature']}")
 PY
+}
+
+# scripts/compare_systems.py on the named systems' best checkpoints, every system decoded in the
+# document task with the same beam and batches; WORK_DIR/compare.{txt,json,png}.
+compare() {
+    local output=$WORK_DIR/compare.txt systems=() name generate_opts contrastive=() cpu=()
+    already_done "$output" "compare $*" && return 0
+    for name in "$@"; do
+        systems+=(--system "$name=$WORK_DIR/checkpoints/$name/checkpoint_best.pt")
+    done
+    if [[ -n $COMPARE_CONTRASTIVE ]]; then
+        split_words contrastive "--contrastive $COMPARE_CONTRASTIVE --moses --bpe-codes $WORK_DIR/prep/bpe.codes"
+    fi
+    if [[ " $GENERATE_ARGS " == *" --cpu "* ]]; then cpu=(--cpu); fi
+    generate_opts="--source-lang $SRC --target-lang $TGT --post-process subword_nmt --tokenizer moses $GENERATE_ARGS"
+    run "$PYTHON" "$ROOT/scripts/compare_systems.py" --data "$DATA_BIN" "${systems[@]}" \
+        --beam 5 --max-tokens "$GENERATE_MAX_TOKENS" --generate-args "$generate_opts" \
+        --reference "$WORK_DIR/raw/test.$TGT" --lengths "$COMPARE_LENGTHS" "${contrastive[@]}" "${cpu[@]}" \
+        --workdir "$WORK_DIR/compare" --json "$WORK_DIR/compare.json" --plot "$WORK_DIR/compare.png" \
+        | tee "$output.partial"
+    mv "$output.partial" "$output"
+}
+
+# The memory model's comparison: the concatenation model and the sentence control finetuned for
+# its budget, all four translated and scored, then compared side by side.
+compare_recipe() {
+    finetune_concat
+    continue_sentence
+    local name
+    for name in sentence_continued concat; do
+        generate "$name"
+        score "$name"
+    done
+    results_table sentence sentence_continued concat memory
+    compare sentence sentence_continued concat memory
 }
 
 # Download URL to PATH unless PATH exists (through PATH.partial, so a cut download is redone).
@@ -244,7 +333,7 @@ parse_steps() {
 selective_attn_recipe() {
     local name=$1 split
     shift
-    parse_steps "$(basename "$0") [--steps download,prepare,binarize,train,generate,score]" "$@"
+    parse_steps "$(basename "$0") [--steps download,prepare,binarize,train,generate,score,compare]" "$@"
     : "${RAW_DIR:=$WORK_DIR/raw-$name}"
     mkdir -p "$WORK_DIR"
     if wants download; then download_selective_attn "$name" $SELECTIVE_ATTN_SPLITS; fi
@@ -259,4 +348,5 @@ selective_attn_recipe() {
     if wants train; then train_sentence; finetune_memory; fi
     if wants generate; then generate sentence; generate memory; fi
     if wants score; then score sentence; score memory; results_table sentence memory; fi
+    if wants compare; then compare_recipe; fi
 }

@@ -3,9 +3,11 @@
 # whole documents held out for valid and test, a small transformer (3+3 layers, 256/1024,
 # 4 heads) trained sentence-level for a bounded number of updates, the memory model finetuned
 # from it, both translated (beam 5) and scored (s-BLEU, d-BLEU); the table goes to
-# WORK_DIR/results.md. Run it again after an interruption and it resumes.
+# WORK_DIR/results.md. The compare step then finetunes the 2-to-1 concatenation model and trains
+# the sentence model on, both for the memory model's number of updates, and puts all four side by
+# side (WORK_DIR/compare.txt). Run it again after an interruption and it resumes.
 #
-#   WORK_DIR=runs/cpu_preset bash examples/recipes/cpu_preset.sh [--steps split,prepare,...]
+#   WORK_DIR=runs/cpu_preset bash examples/recipes/cpu_preset.sh [--steps split,prepare,...,compare]
 #
 # Split: in each corpus file, in file order, document i goes to valid if i % 20 == 10, to test
 # if i % 20 == 19, else to train (about 5% of the documents each, the same on every run);
@@ -77,7 +79,7 @@ prepare_splits() {
 }
 
 main() {
-    parse_steps "cpu_preset.sh [--steps split,prepare,binarize,train,generate,score]" "$@"
+    parse_steps "cpu_preset.sh [--steps split,prepare,binarize,train,generate,score,compare]" "$@"
     mkdir -p "$WORK_DIR"
     if wants split; then read_corpora; split_documents; fi
     if wants prepare; then prepare_splits; fi
@@ -85,6 +87,7 @@ main() {
     if wants train; then train_sentence; finetune_memory; fi
     if wants generate; then generate sentence; generate memory; fi
     if wants score; then score sentence; score memory; results_table sentence memory; fi
+    if wants compare; then compare_recipe; fi
     return 0
 }
 

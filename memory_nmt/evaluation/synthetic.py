@@ -79,6 +79,9 @@ FILLERS: List[Tuple[str, str]] = [  # no nouns, no "it"
 ]
 
 
+DISTANCE_CLASSES = ("pronoun d=1", "pronoun d>1", "sense d=1", "sense d>1")
+
+
 @dataclass
 class ContextWord:
     sentence: int  # index of the sentence within its document
@@ -219,18 +222,21 @@ def write_documents(documents: Sequence[Document], prefix: str, source_lang: str
 
 def context_accuracy(documents: Sequence[Document],
                      hypotheses: Sequence[Sequence[str]]) -> Dict[str, Tuple[int, int]]:
-    """(correct, total) per phenomenon and for "all". A context word is correct when its hypothesis
-    sentence holds the correct word as a token and none of the alternatives."""
+    """(correct, total) per phenomenon ("pronoun", "sense"), per phenomenon and distance to its
+    cue ("pronoun d=1": the previous sentence, "pronoun d>1": further back; likewise "sense d=1",
+    "sense d>1"), and for "all". A context word is correct when its hypothesis sentence holds the
+    correct word as a token and none of the alternatives."""
     if len(hypotheses) != len(documents):
         raise ValueError(f"{len(hypotheses)} hypothesis documents for {len(documents)} documents")
-    counts = {"pronoun": [0, 0], "sense": [0, 0], "all": [0, 0]}
+    counts = {key: [0, 0] for key in ("pronoun", "sense", "all", *DISTANCE_CLASSES)}
     for doc, hyps in zip(documents, hypotheses):
         if len(hyps) != len(doc.target):
             raise ValueError(f"{len(hyps)} hypotheses for a document of {len(doc.target)} sentences")
         for item in doc.context_words:
             tokens = set(hyps[item.sentence].split())
             ok = item.correct in tokens and not tokens.intersection(item.alternatives)
-            for key in (item.phenomenon, "all"):
+            near = f"{item.phenomenon} {'d=1' if item.distance == 1 else 'd>1'}"
+            for key in (item.phenomenon, near, "all"):
                 counts[key][0] += int(ok)
                 counts[key][1] += 1
     return {key: (c, t) for key, (c, t) in counts.items()}
