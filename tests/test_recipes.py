@@ -178,3 +178,37 @@ def test_preset_split_is_deterministic(preset_split, tmp_path):
     run_recipe("cpu_preset.sh", other, "--steps", "split")
     for path in sorted((preset_split / "split").iterdir()):
         assert path.read_bytes() == (other / "split" / path.name).read_bytes(), path.name
+
+
+def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
+    """news.sh end to end on a few real documents with a tiny model: the concatenation model and
+    the sentence control train for exactly the memory model's finetuning updates, and all four
+    systems reach the results table and the side-by-side comparison."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for lang in ("en", "de"):
+        dev = SELECTIVE_ATTN / "NC-2016" / f"concatenated_en2de_dev_{lang}.txt"
+        for split, count in (("train", 4), ("dev", 2), ("test", 2)):
+            first_documents(dev, count, raw / f"concatenated_en2de_{split}_{lang}.txt")
+    tiny = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+            "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+            "--decoder-attention-heads 2")
+    work = tmp_path / "work"
+    run_recipe("news.sh", work, "--steps", "prepare,binarize,train,generate,score,compare", RAW_DIR=raw,
+               BPE_MERGES=100, MODEL_ARGS=tiny, TRAIN_ARGS="--cpu", GENERATE_ARGS="--cpu --max-len-b 5",
+               SENTENCE_ARGS="--max-update 2", SENTENCE_WARMUP=1, MEMORY_ARGS="--max-update 3",
+               MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048)
+    import torch
+
+    def updates(name):
+        state = torch.load(work / "checkpoints" / name / "checkpoint_last.pt", weights_only=False)
+        return state["optimizer_history"][-1]["num_updates"], state["cfg"]["model"]
+    assert updates("memory")[0] == updates("concat")[0] == updates("sentence_continued")[0] == 3
+    assert updates("concat")[1]._name == "transformer_context_concat"
+    assert (updates("concat")[1].source_context, updates("concat")[1].target_context) == (1, 0)
+    results = (work / "results.md").read_text(encoding="utf-8")
+    compared = (work / "compare.txt").read_text(encoding="utf-8")
+    for name in ("sentence", "sentence_continued", "concat", "memory"):
+        assert f"| {name} |" in results
+        assert any(line.split()[:1] == [name] for line in compared.splitlines())
+    assert "MiB@3" in compared and (work / "compare.png").exists()
