@@ -2,9 +2,9 @@
 
 Runs ted.sh / news.sh / europarl.sh with ``--steps prepare,binarize`` (small BPE) on the
 selective-attn dev splits, checks the document index against the known counts, that the data
-is binarized, that a rerun skips every step, and that ``score`` reads the raw reference; and
-runs cpu_preset.sh ``--steps split`` to check its document split. No training. Skipped where
-../shared/data is absent.
+is binarized, that a rerun skips every step, and that ``score`` reads the raw reference; runs
+cpu_preset.sh ``--steps split`` to check its document split; and runs news.sh end to end, through
+its compare step, on a few documents with a tiny model. Skipped where ../shared/data is absent.
 """
 import os
 import shutil
