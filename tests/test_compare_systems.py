@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import PLUGIN, REPO, fairseq_command, run
+from conftest import REPO, run
 from memory_nmt.evaluation import synthetic
 
 SCRIPT = REPO / "scripts" / "compare_systems.py"

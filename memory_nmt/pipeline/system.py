@@ -82,6 +82,36 @@ class DocumentSystem:
         when there was one (training; not decoding)."""
         raise NotImplementedError
 
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+        **context,
+    ):
+        """fairseq's encoder-decoder pass over one sentence of each lane. The sentence's context
+        (``SentenceContext.inputs``) goes to the encoder, whose output hands the decoder what it
+        needs of it (fairseq's generator passes the decoder nothing else); ``extra["encoder_out"]``
+        keeps that output for ``carry_out``."""
+        encoder_out = self.encoder(
+            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **context
+        )
+        logits, extra = self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+        extra["encoder_out"] = encoder_out
+        return logits, extra
+
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """fairseq's hub loading, returning a ``DocumentHubInterface`` (``hub.py``):

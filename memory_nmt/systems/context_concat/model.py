@@ -265,35 +265,6 @@ class ContextConcatTransformerModel(DocumentSystem, TransformerModel):
             self.source_context, self.target_context,
         )
 
-    def forward(
-        self,
-        src_tokens,
-        src_lengths,
-        prev_output_tokens,
-        source_with_context: Optional[Tensor] = None,
-        target_prefix: Optional[Tensor] = None,
-        return_all_hiddens: bool = True,
-        features_only: bool = False,
-        alignment_layer: Optional[int] = None,
-        alignment_heads: Optional[int] = None,
-    ):
-        """One sentence of each lane with its context; ``extra["encoder_out"]`` keeps the encoder output."""
-        encoder_out = self.encoder(
-            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens,
-            source_with_context=source_with_context, target_prefix=target_prefix,
-        )
-        logits, extra = self.decoder(
-            prev_output_tokens,
-            encoder_out=encoder_out,
-            features_only=features_only,
-            alignment_layer=alignment_layer,
-            alignment_heads=alignment_heads,
-            src_lengths=src_lengths,
-            return_all_hiddens=return_all_hiddens,
-        )
-        extra["encoder_out"] = encoder_out
-        return logits, extra
-
 
 def context_concat_base(args):
     args.source_context = 1 if getattr(args, "source_context", None) is None else args.source_context

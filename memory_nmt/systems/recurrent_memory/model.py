@@ -251,34 +251,6 @@ class RecurrentMemoryTransformerModel(DocumentSystem, TransformerModel):
         memory = {name: m.detach() for name, m in context.kept.items()}
         return self.carry_after(lanes, memory, encoder_out, decoder_extra)
 
-    def forward(
-        self,
-        src_tokens,
-        src_lengths,
-        prev_output_tokens,
-        memory: Optional[Dict[str, Tensor]] = None,
-        return_all_hiddens: bool = True,
-        features_only: bool = False,
-        alignment_layer: Optional[int] = None,
-        alignment_heads: Optional[int] = None,
-    ):
-        """One sentence of each lane; ``extra["encoder_out"]`` keeps the encoder output, whose
-        recorded states ``carry_after`` needs."""
-        encoder_out = self.encoder(
-            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, memory=memory
-        )
-        logits, extra = self.decoder(
-            prev_output_tokens,
-            encoder_out=encoder_out,
-            features_only=features_only,
-            alignment_layer=alignment_layer,
-            alignment_heads=alignment_heads,
-            src_lengths=src_lengths,
-            return_all_hiddens=return_all_hiddens,
-        )
-        extra["encoder_out"] = encoder_out
-        return logits, extra
-
     @staticmethod
     def carry_after(lanes: Tensor, memory: Dict[str, Tensor], encoder_out, decoder_extra) -> MemoryCarry:
         """What ``lanes`` carry after a sentence that read ``memory``: the states both sides
