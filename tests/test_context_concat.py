@@ -10,9 +10,9 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import CONCAT, PLUGIN, TINY_DIMS, batches, build, fairseq_command, run
+from memory_nmt.pipeline.carry import CarryStore
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.previous_sentences import PreviousSentences, unpadded
-
 
 
 def concat_model(data_bin, source, target, *more):
@@ -23,15 +23,20 @@ def concat_model(data_bin, source, target, *more):
 
 
 def walk(model, steps):
-    """Teacher-forced logits of every sentence, each lane carrying its previous sentences."""
-    outputs, carry = {}, None
+    """Teacher-forced logits of every sentence, each lane carrying its previous sentences from
+    batch to batch in the pipeline's ``CarryStore``, as the criterion carries them."""
+    outputs, carries = {}, CarryStore()
     with torch.no_grad():
         for sample in steps:
             lanes, net_input = sample["lanes"], sample["net_input"]
-            carry_in = carry.select(lanes) if carry is not None and sample["position"].step else None
+            carry = carries.get(sample["position"])
+            carry_in = carry.select(lanes) if carry is not None else None
             context = model.sentence_context(carry_in, lanes, None, net_input, sample["target"].size(1) - 1)
             logits, extra = model(**net_input, **context.inputs)
-            carry = model.carry_out(context, lanes, net_input, sample["target"], extra["encoder_out"], extra)
+            carries.keep(
+                sample["position"],
+                model.carry_out(context, lanes, net_input, sample["target"], extra["encoder_out"], extra),
+            )
             for row, sentence in enumerate(sample["id"].tolist()):
                 outputs[sentence] = logits[row]
     return outputs
@@ -94,22 +99,23 @@ def test_no_context_computes_what_the_plain_transformer_computes(data_bin):
 
 
 def test_context_comes_from_the_same_document_and_reaches_k_sentences_back(data_bin):
-    task, model, _ = concat_model(data_bin, 2, 2)
+    task, model, _ = concat_model(data_bin, 3, 3)
     model.eval()
-    group = [s for s in batches(task, "test") if s["position"].group == 0]
-    assert len(group) >= 4 and group[0]["lanes"].numel() >= 2
-    reference = walk(model, group)
-    changed = [dict(s, net_input=dict(s["net_input"])) for s in group]
+    steps = batches(task, "test", max_tokens=100)
+    group = [s for s in steps if s["position"].group == 0]
+    assert len(group) >= 5 and group[0]["lanes"].numel() >= 2 and len(steps) > len(group)
+    reference = walk(model, steps)
+    changed = [dict(s, net_input=dict(s["net_input"])) for s in steps]
     victim = int(changed[0]["lanes"][0])
     tokens = changed[0]["net_input"]["src_tokens"].clone()
     content = tokens[0].ge(task.source_dictionary.nspecial)
     tokens[0, content] = torch.roll(tokens[0, content], 1)
     changed[0]["net_input"]["src_tokens"] = tokens
     perturbed = walk(model, changed)
-    for sample in group[1:]:
+    for sample in steps[1:]:
         for sentence, lane in zip(sample["id"].tolist(), sample["lanes"].tolist()):
             difference = (reference[sentence] - perturbed[sentence]).abs().max().item()
-            if lane == victim and sample["position"].step <= 2:
+            if sample["position"].group == 0 and lane == victim and sample["position"].step <= 3:
                 assert difference > 1e-3, f"sentence {sentence} ignores a sentence of its context"
             else:
                 assert difference == 0, f"sentence {sentence} read a sentence it must not read"

@@ -43,6 +43,7 @@ import torch
 from fairseq.data import data_utils
 
 from ..pipeline.system import document_system
+from ..pipeline.previous_sentences import last
 
 VOITA_SEPARATOR = " _eos "
 
@@ -284,8 +285,8 @@ class _EncodedItem:
         self.longest = max(t.numel() for t in [self.source, *self.candidates, *(x for pair in self.context for x in pair)])
         source_context, target_context = context
         self.width = max(
-            sum(s.numel() for s, _ in self.context[len(self.context) - source_context:]) + self.source.numel(),
-            sum(t.numel() for _, t in self.context[len(self.context) - target_context:])
+            sum(s.numel() for s, _ in last(self.context, source_context)) + self.source.numel(),
+            sum(t.numel() for _, t in last(self.context, target_context))
             + max(c.numel() for c in self.candidates),
         ) if source_context or target_context else self.longest
 

@@ -22,6 +22,11 @@ def unpadded(tokens: Tensor, pad: int) -> List[Tensor]:
     return [row[row.ne(pad)] for row in tokens]
 
 
+def last(sentences: Sequence, count: int) -> Sequence:
+    """The last ``count`` of ``sentences`` (all of them if there are fewer)."""
+    return sentences[-count:] if count else sentences[:0]
+
+
 class PreviousSentences(Carry):
     """Per row (``lanes``): ``source[row]`` and ``target[row]``, earlier sentences, oldest first."""
 
@@ -63,10 +68,6 @@ class PreviousSentences(Carry):
     ) -> "PreviousSentences":
         """The last ``source_count`` / ``target_count`` sentences of each row once ``sources[row]``
         and ``targets[row]`` (its current sentence and translation) are added."""
-
-        def last(sentences: Sentences, count: int) -> Sentences:
-            return sentences[len(sentences) - count:] if count else ()
-
         return PreviousSentences(
             lanes,
             [last((*source, new), source_count) for (source, _), new in zip(previous, sources)],
