@@ -200,12 +200,17 @@ def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
                MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048)
     import torch
 
+    def last(name):
+        return torch.load(work / "checkpoints" / name / "checkpoint_last.pt", weights_only=False)
+
     def updates(name):
-        state = torch.load(work / "checkpoints" / name / "checkpoint_last.pt", weights_only=False)
-        return state["optimizer_history"][-1]["num_updates"], state["cfg"]["model"]
-    assert updates("memory")[0] == updates("concat")[0] == updates("sentence_continued")[0] == 3
-    assert updates("concat")[1]._name == "transformer_context_concat"
-    assert (updates("concat")[1].source_context, updates("concat")[1].target_context) == (1, 0)
+        return last(name)["optimizer_history"][-1]["num_updates"]
+    assert updates("memory") == updates("concat") == updates("sentence_continued") == 3
+    concat = last("concat")["cfg"]["model"]
+    assert concat._name == "transformer_context_concat"
+    assert (concat.source_context, concat.target_context) == (1, 0)
+    for name in ("concat", "sentence_continued"):  # no early stop before the budget is spent
+        assert last(name)["cfg"]["checkpoint"]["patience"] == -1
     results = (work / "results.md").read_text(encoding="utf-8")
     compared = (work / "compare.txt").read_text(encoding="utf-8")
     for name in ("sentence", "sentence_continued", "concat", "memory"):

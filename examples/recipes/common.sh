@@ -125,7 +125,8 @@ binarize() {
     touch "$DATA_BIN/.done"
 }
 
-# fairseq-train into WORK_DIR/checkpoints/NAME, its output also in train.log there.
+# fairseq-train into WORK_DIR/checkpoints/NAME, its output also in train.log there. The options
+# given after NAME come last, so they win over the defaults and TRAIN_ARGS (argparse keeps the last).
 train() {
     local name=$1
     shift
@@ -134,12 +135,12 @@ train() {
     mkdir -p "$save_dir"
     split_words model_opts "$MODEL_ARGS"
     split_words train_opts "$TRAIN_ARGS"
-    run "$PYTHON" -m fairseq_cli.train "$DATA_BIN" --user-dir "$PLUGIN" "$@" \
+    run "$PYTHON" -m fairseq_cli.train "$DATA_BIN" --user-dir "$PLUGIN" \
         --share-all-embeddings "${model_opts[@]}" \
         --optimizer adam --adam-betas "(0.9, 0.98)" --label-smoothing 0.1 \
         --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --patience "$PATIENCE" \
         --seed "$SEED" --save-dir "$save_dir" --no-epoch-checkpoints \
-        --log-format simple --log-interval 50 "${train_opts[@]}" 2>&1 | tee -a "$save_dir/train.log"
+        --log-format simple --log-interval 50 "${train_opts[@]}" "$@" 2>&1 | tee -a "$save_dir/train.log"
     touch "$save_dir/.done"
 }
 
