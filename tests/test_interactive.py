@@ -1,12 +1,14 @@
 """fairseq-interactive in document mode: one sentence a line, an empty line between documents;
-the translations equal fairseq-generate's for the same documents, whatever the buffer size."""
+the translations equal fairseq-generate's for the same documents, whatever the buffer size; a
+line longer than the model's positions is refused by its number."""
 import re
 import subprocess
 
 import pytest
 import torch
 
-from conftest import PLUGIN, fairseq_command, run
+from conftest import CONCAT, PLUGIN, build, fairseq_command, run
+from memory_nmt.pipeline.data import DocumentDataError
 from test_cli import TRAIN
 
 
@@ -106,3 +108,13 @@ def test_interactive_tokenizes_and_detokenizes_with_moses(data_bin, checkpoint, 
     assert [tokenized[i] for i in sentences] == generated
     detokenizer = MosesDetokenizer(lang="de")
     assert [detokenized[i] for i in sentences] == [detokenizer.detokenize(t.split()) for t in generated]
+
+
+def test_a_line_longer_than_the_positions_is_refused_by_its_number(data_bin):
+    """As in a split, a line is never cut to the model's positions: the run stops at it."""
+    task, model, _, _ = build(data_bin, *CONCAT, "--max-source-positions", "6")
+    lines = ["a b", "a b c d e f g", "", "a"]  # line 2 takes 8 tokens with its eos
+    tokens, lengths = task.get_interactive_tokens_and_lengths(lines, lambda line: line)
+    dataset = task.build_dataset_for_inference(tokens, lengths)
+    with pytest.raises(DocumentDataError, match=r"input line 2 \(document 1 of this run\) has 8 tokens, more than the 6"):
+        task.get_batch_iterator(dataset, max_sentences=4, max_positions=model.max_positions())

@@ -10,7 +10,8 @@ the r-th line of each document in it (documents in several buffers carry their c
 the empty lines come last, in a batch of their own. As fairseq-interactive passes only the
 source tokens to ``inference_step``, the session queues each batch's lanes as the collater
 makes it, and the task takes them back, in order, for the generator. ``--max-tokens`` bounds a
-batch's current lines; the context a system prepends to them (``system.py``) comes on top.
+batch's current lines; the context a system prepends to them (``system.py``) comes on top. A line
+longer than the model's source positions is refused with its line number, as in a split.
 """
 from collections import deque
 from dataclasses import dataclass
@@ -19,11 +20,14 @@ from typing import List, Optional
 import torch
 from fairseq.data import FairseqDataset
 
+from .data import DocumentDataError, side_limits
+
 
 @dataclass(frozen=True)
 class Placement:
     lane: Optional[int]  # None: an empty line, the end of a document
     continues: bool  # the line goes on with a document begun on an earlier line
+    line: int  # its number in the session's input, from 1
 
 
 @dataclass(frozen=True)
@@ -42,20 +46,22 @@ class InteractiveSession:
         self.open_lane: Optional[int] = None
         self.closed_lanes: List[int] = []
         self.pending = deque()
+        self.lines_placed = 0
 
     def place(self, lines: List[str]) -> List[Placement]:
         placements = []
         for line in lines:
+            self.lines_placed += 1
             if not line.strip():
                 if self.open_lane is not None:
                     self.closed_lanes.append(self.open_lane)
                 self.open_lane = None
-                placements.append(Placement(None, False))
+                placements.append(Placement(None, False, self.lines_placed))
                 continue
             continues = self.open_lane is not None
             if not continues:
                 self.open_lane, self.next_lane = self.next_lane, self.next_lane + 1
-            placements.append(Placement(self.open_lane, continues))
+            placements.append(Placement(self.open_lane, continues, self.lines_placed))
         return placements
 
     def take(self, rows: int) -> BatchLanes:
@@ -85,6 +91,20 @@ class InteractiveLines(FairseqDataset):
 
     def __len__(self):
         return len(self.pairs)
+
+    def check_positions(self, max_positions):
+        """Refuse a line longer than the model's source positions: nothing of a line is cut."""
+        limit, _ = side_limits(max_positions)
+        if limit is None:
+            return
+        for index, placement in enumerate(self.placements):
+            size = int(self.pairs.src_sizes[index])
+            if size > limit:
+                raise DocumentDataError(
+                    f"input line {placement.line} (document {placement.lane + 1} of this run) has "
+                    f"{size} tokens, more than the {limit} the model takes; shorten or split it, "
+                    "or raise --max-source-positions"
+                )
 
     def batches(self, max_sentences: Optional[int], max_tokens: Optional[int]) -> List[List[int]]:
         """Line numbers per batch: round r holds the r-th line of each document, within limits."""

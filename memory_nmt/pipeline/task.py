@@ -145,6 +145,7 @@ class DocumentTranslationTask(TranslationTask):
         ``--skip-invalid-size-inputs-valid-test`` and ``--required-batch-size-multiple`` do not
         apply, since a missing sentence would shift the context of the rest of its document."""
         if isinstance(dataset, InteractiveLines):
+            dataset.check_positions(max_positions)
             return iterators.EpochBatchIterator(
                 dataset=dataset,
                 collate_fn=dataset.collater,
