@@ -196,7 +196,7 @@ def test_batching_changes_no_translation_and_loses_no_sentence(data_bin, context
     assert results[0] == results[1] == results[2]
 
 
-def test_context_is_cut_oldest_first_to_fit_the_positions(data_bin):
+def test_context_is_cut_oldest_first_to_fit_the_positions(data_bin, caplog):
     task, model, _ = concat_model(
         data_bin, 3, 3, "--max-source-positions", "15", "--max-target-positions", "20"
     )
@@ -215,6 +215,10 @@ def test_context_is_cut_oldest_first_to_fit_the_positions(data_bin):
     prefix = unpadded(context.inputs["target_prefix"], pad)[0]
     assert prefix.tolist() == [eos, *middle.tolist(), *newest.tolist()]  # 10 tokens + 8 of room + 1 < 20
     assert model.context_cuts == 2
+    for _ in range(4):
+        model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=8)
+    cuts_logged = [re.search(r"context cut (\d+) times", r.getMessage()) for r in caplog.records]
+    assert [int(match[1]) for match in cuts_logged if match] == [1, 10]
 
     roomy = model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=2)
     assert unpadded(roomy.inputs["target_prefix"], pad)[0].numel() == 1 + 4 + 3 + 6

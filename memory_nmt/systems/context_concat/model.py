@@ -26,7 +26,7 @@ the model's positions: ``--max-source-positions`` for the source, and for the ta
 ``--max-target-positions`` less the room the current translation may take (its reference's
 length in training, the generator's length limit in decoding). The current sentence is never
 cut (the task refuses a sentence longer than the positions). Cuts are counted in
-``context_cuts``; the first one is logged.
+``context_cuts`` and logged with the count at the 1st, 10th, 100th, ... cut.
 
 Decoding: the target prefix is fed once per sentence, at the first beam step, filling the
 decoder's incremental state (self-attention keys and values of every prefix token; padded ones
@@ -147,8 +147,9 @@ class ContextConcatDecoder(TransformerDecoderBase):
 
     @staticmethod
     def _rows_from(features: Tensor, extra: dict, first: Tensor, count: int):
-        """``count`` consecutive positions of each row's features (and attention), from ``first``
-        (positions past a row's end, which only padding asks for, repeat its last one)."""
+        """``count`` consecutive positions of each row's features (and attention), from ``first``.
+        Positions past the batch's width, which only a shorter row's padding asks for, read the
+        last column instead; whatever such positions hold, their targets are padding."""
         columns = (first.unsqueeze(1) + torch.arange(count, device=features.device)).clamp(max=features.size(1) - 1)
         features = features.gather(1, columns.unsqueeze(-1).expand(-1, -1, features.size(-1)))
         attention = extra["attn"][0]
@@ -243,13 +244,13 @@ class ContextConcatTransformerModel(DocumentSystem, TransformerModel):
         for sentence in reversed(sentences):
             if used + sentence.numel() > budget:
                 self.context_cuts += 1
-                if self.context_cuts == 1:
+                if str(self.context_cuts).rstrip("0") == "1":  # the 1st, 10th, 100th, ... cut
                     logger.warning(
-                        "a context sentence of %d tokens does not fit the model's positions beside "
-                        "the current sentence (%d of %d tokens left): it and any older context are "
-                        "left out; raise --max-source-positions / --max-target-positions to keep "
-                        "them (further cuts are counted in context_cuts, not logged)",
-                        sentence.numel(), budget - used, budget,
+                        "context cut %d times so far: the latest, a context sentence of %d tokens, "
+                        "did not fit the model's positions beside the current sentence (%d of %d "
+                        "tokens left), so it and any older context were left out; raise "
+                        "--max-source-positions / --max-target-positions to keep them",
+                        self.context_cuts, sentence.numel(), budget - used, budget,
                     )
                 break
             kept.append(sentence)
