@@ -4,10 +4,11 @@ For every ``--system NAME=CHECKPOINT`` (any system of the plugin, or fairseq's p
 ``transformer``, which the document task runs sentence by sentence), on the same binarized data:
 
 1. translates ``--gen-subset`` with fairseq-generate (``--task document_translation``, the same
-   ``--beam`` and ``--max-tokens``/``--batch-size`` for every system, so every system decodes
-   the same batches of documents), keeps its output and log in WORKDIR/generate-NAME.{txt,log}, scores s-BLEU
-   and d-BLEU with sacrebleu (``document_bleu.py``), and reads fairseq's own speed: sentences/s
-   over its inference steps;
+   ``--beam`` for every system, and by default the same batches: ``--batch-size`` documents
+   each; ``--max-tokens`` instead counts the previous sentences a system reads with each
+   sentence, so a concatenation model's batches then hold fewer documents), keeps its output
+   and log in WORKDIR/generate-NAME.{txt,log}, scores s-BLEU and d-BLEU with sacrebleu
+   (``document_bleu.py``), and reads fairseq's own speed: sentences/s over its inference steps;
 2. with ``--contrastive FORMAT FILE...``, scores contrastive items in context
    (``contrastive_eval.py``): accuracy overall and by antecedent distance;
 3. decodes single documents of ``--lengths`` sentences (the split's source sentences in corpus
@@ -71,9 +72,10 @@ def parse_args(argv=None):
                         metavar="NAME=CHECKPOINT", help="a system to compare (repeat); NAME labels its row")
     parser.add_argument("--gen-subset", default="test", help="the split to translate (default: test)")
     parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--max-tokens", type=int, help="tokens per sentence step (default: 4096 "
-                        "unless --batch-size)")
-    parser.add_argument("--batch-size", type=int, help="documents per batch")
+    parser.add_argument("--batch-size", type=int, help="documents per batch, the same batches for "
+                        "every system (default: 32 unless --max-tokens)")
+    parser.add_argument("--max-tokens", type=int, help="tokens per sentence step, counting the "
+                        "context each system reads")
     parser.add_argument("--generate-args", default="", help="more fairseq-generate options for every "
                         "system, e.g. \"--post-process subword_nmt --tokenizer moses\"")
     parser.add_argument("--reference", help="raw reference of the split, one sentence a line, to "
@@ -101,7 +103,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.max_tokens is None and args.batch_size is None:
-        args.max_tokens = 4096
+        args.batch_size = 32
     try:
         args.lengths = [int(n) for n in args.lengths.split(",") if n]
     except ValueError:

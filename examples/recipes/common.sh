@@ -252,7 +252,7 @@ PY
 }
 
 # scripts/compare_systems.py on the named systems' best checkpoints, every system decoded in the
-# document task with the same beam and batches; WORK_DIR/compare.{txt,json,png}.
+# document task with the same beam and the same batches of documents; WORK_DIR/compare.{txt,json,png}.
 compare() {
     local output=$WORK_DIR/compare.txt systems=() name generate_opts contrastive=() cpu=()
     already_done "$output" "compare $*" && return 0
@@ -265,7 +265,7 @@ compare() {
     if [[ " $GENERATE_ARGS " == *" --cpu "* ]]; then cpu=(--cpu); fi
     generate_opts="--source-lang $SRC --target-lang $TGT --post-process subword_nmt --tokenizer moses $GENERATE_ARGS"
     run "$PYTHON" "$ROOT/scripts/compare_systems.py" --data "$DATA_BIN" "${systems[@]}" \
-        --beam 5 --max-tokens "$GENERATE_MAX_TOKENS" --generate-args "$generate_opts" \
+        --beam 5 --generate-args "$generate_opts" \
         --reference "$WORK_DIR/raw/test.$TGT" --lengths "$COMPARE_LENGTHS" "${contrastive[@]}" "${cpu[@]}" \
         --workdir "$WORK_DIR/compare" --json "$WORK_DIR/compare.json" --plot "$WORK_DIR/compare.png" \
         | tee "$output.partial"
