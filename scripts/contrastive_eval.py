@@ -1,7 +1,8 @@
-"""Contrastive accuracy in context of a memory model, and of a sentence-level model beside it.
+"""Contrastive accuracy in context of a document-level model, and of a sentence-level model beside it.
 
 For every test item, the item's preceding source sentences and their reference translations go
-through the model first (the memory carried as in training), then every candidate translation
+through the model first (its context carried as in training: the memory, or the previous
+sentences a concatenation model reads), then every candidate translation
 of the current sentence is scored (sum of token log-probabilities, end of sentence included);
 an item is right when its correct candidate scores strictly best. Items are read by
 ``memory_nmt.evaluation.contrastive`` from one of these layouts (FILES in this order):
@@ -17,8 +18,9 @@ an item is right when its correct candidate scores strictly best. Items are read
                  joins context and current sentence), grouped like context-files
 
 Prints accuracy overall and by distance (antecedent distance, or Voita's ctx_dist) for the
-memory model (--path) and, with --sentence-model, for a sentence-level fairseq ``transformer``
-scored on the same candidates without context. ``--json`` prints the same as JSON. Text is fed
+document-level model (--path, any system of the plugin) and, with --sentence-model, for a
+sentence-level fairseq ``transformer`` scored on the same candidates without context. ``--json``
+prints the same as JSON. Text is fed
 to the models as it is in the files unless --moses and/or --bpe-codes preprocess it the way
 scripts/prepare_documents.py preprocessed the training data.
 
@@ -125,7 +127,7 @@ def parse_args(argv=None):
         description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--path", required=True, help="checkpoint of the memory model")
+    parser.add_argument("--path", required=True, help="checkpoint of a document-level model")
     parser.add_argument("--data", help="data-bin directory with its dictionaries (default: the checkpoint's)")
     parser.add_argument("--sentence-model", help="checkpoint of a sentence-level model to score beside it")
     parser.add_argument("--sentence-data", help="the sentence model's data-bin (default: --data)")
