@@ -1,4 +1,4 @@
-"""Installs memory_nmt, a fairseq --user-dir plugin for document translation with a recurrent memory.
+"""Installs memory_nmt, a fairseq --user-dir plugin for document-level translation systems.
 
 Python 3.11 and 3.12 get ``ve-fairseq`` (wheels of fairseq's main branch, imported as ``fairseq``);
 older Pythons keep the official ``fairseq==0.12.2``, which does not import on 3.11.
@@ -10,13 +10,13 @@ from setuptools import find_packages, setup
 setup(
     name="memory_nmt",
     version="0.1.0",
-    description="Document-level NMT with a recurrent memory (Feng et al., 2022) as a fairseq plugin",
+    description="Document-level NMT as a fairseq plugin: a recurrent memory (Feng et al., 2022) and the systems it is compared with",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["memory_nmt", "memory_nmt.*"]),
     python_requires=">=3.8",
     install_requires=[
-        "torch>=1.13",
+        "torch>=2.0",  # forward pre-hooks with keyword arguments
         "fairseq==0.12.2; python_version < '3.11'",
         "ve-fairseq==0.12.3; python_version >= '3.11'",
         "sacrebleu>=2.0",
