@@ -93,10 +93,13 @@ class DocumentSystem:
         alignment_heads: Optional[int] = None,
         **context,
     ):
-        """fairseq's encoder-decoder pass over one sentence of each lane. The sentence's context
-        (``SentenceContext.inputs``) goes to the encoder, whose output hands the decoder what it
-        needs of it (fairseq's generator passes the decoder nothing else); ``extra["encoder_out"]``
-        keeps that output for ``carry_out``."""
+        """fairseq's encoder-decoder pass over one sentence of each lane, with its context.
+
+        It is ``TransformerModelBase.forward``'s pass, written out because that one gives the
+        encoder the source only: here the sentence's context (``SentenceContext.inputs``) goes
+        to the encoder too, whose output hands the decoder what it needs of it (fairseq's
+        generator passes the decoder nothing else); ``extra["encoder_out"]`` keeps that output
+        for ``carry_out``."""
         encoder_out = self.encoder(
             src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **context
         )
@@ -125,9 +128,6 @@ class SentenceLevel:
 
     reads_context = False
 
-    def __init__(self, model):
-        self.model = model
-
     def context_sentences(self) -> Tuple[int, int]:
         return 0, 0
 
@@ -147,7 +147,7 @@ def document_system(model):
     if isinstance(model, DocumentSystem):
         return model
     if isinstance(model, FairseqEncoderDecoderModel):
-        return SentenceLevel(model)
+        return SentenceLevel()
     raise DocumentSystemError(
         f"{model.__class__.__name__} is not an encoder-decoder model; the document_translation "
         "task translates with encoder-decoder models (see README: Systems)"
