@@ -19,11 +19,16 @@ t−1's own memory leaves stops there. A window's last sentence is back-propagat
 the optimizer step: the first sentence of the next window still trains the Update Attention,
 but sends nothing into the previous window's states. A system whose carry has no
 differentiable states (previous sentences' tokens) back-propagates each sentence at once.
+
+The parts of a step are named for torch.profiler as fairseq names its own ("forward",
+"backward"): "sentence context" (the memory model's Update Attention), "carry out" and
+"gradient to the previous sentence" (``scripts/benchmark_training.py --profile`` reads them).
 """
 from typing import Callable, List, Optional
 
 import torch
 from fairseq.criterions import register_criterion
+from torch.autograd.profiler import record_function
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
     LabelSmoothedCrossEntropyCriterionConfig,
@@ -99,11 +104,13 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         None at a group's first step), and what the step carries out."""
         system = document_system(model)
         net_input = sample["net_input"]
-        context = system.sentence_context(
-            carry, sample["lanes"], None, net_input, target_room=sample["target"].size(1) - 1
-        )
-        net_output = model(**net_input, **context.inputs)
-        loss, nll_loss = self.compute_loss(model, net_output, sample)
+        with record_function("sentence context"):
+            context = system.sentence_context(
+                carry, sample["lanes"], None, net_input, target_room=sample["target"].size(1) - 1
+            )
+        with record_function("forward"):
+            net_output = model(**net_input, **context.inputs)
+            loss, nll_loss = self.compute_loss(model, net_output, sample)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
@@ -116,9 +123,10 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             n_correct, total = self.compute_accuracy(model, net_output, sample)
             logging_output["n_correct"] = n_correct.item()
             logging_output["total"] = total.item()
-        carry = system.carry_out(
-            context, sample["lanes"], net_input, sample["target"], net_output[1].get("encoder_out"), net_output[1]
-        )
+        with record_function("carry out"):
+            carry = system.carry_out(
+                context, sample["lanes"], net_input, sample["target"], net_output[1].get("encoder_out"), net_output[1]
+            )
         return loss, sample_size, logging_output, carry
 
     @staticmethod
@@ -129,9 +137,10 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         previous_loss, previous_carry = waiting
         leaves_of = carry_in.differentiable_states()
         names = list(leaves_of)
-        grads = torch.autograd.grad(
-            next_loss * loss_scale, [leaves_of[name] for name in names], retain_graph=True, allow_unused=True
-        )
+        with record_function("gradient to the previous sentence"):
+            grads = torch.autograd.grad(
+                next_loss * loss_scale, [leaves_of[name] for name in names], retain_graph=True, allow_unused=True
+            )
         selected = previous_carry.select(carry_in.lanes).differentiable_states()
         surrogate = previous_loss
         for name, grad in zip(names, grads):
