@@ -1,10 +1,13 @@
-"""Training through the criterion: memory carried across steps and windows, and gradients
-truncated after one sentence ("back-propagated to the current and most recent sentences")."""
+"""Training through the criterion: memory carried across steps and windows, gradients
+truncated after one sentence ("back-propagated to the current and most recent sentences"), and
+steps in several forward passes training as one batch."""
+import dataclasses
+
 import pytest
 import torch
 
-from conftest import TINY_MODEL, batches, build, make_reads_nonzero
-from memory_nmt.pipeline.carry import CarryOrderError
+from conftest import CONCAT, TINY_MODEL, batches, build, make_reads_nonzero
+from memory_nmt.pipeline.carry import CarryOrderError, CarryStore
 
 
 def _window_of_three(task):
@@ -121,3 +124,46 @@ def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin):
     for name in walked.memory:
         assert torch.allclose(walked.memory[name], rebuilt.memory[name], atol=1e-6)
         assert torch.allclose(walked.states[name], rebuilt.states[name], atol=1e-6)
+
+
+@pytest.mark.parametrize("arch, max_tokens", [(TINY_MODEL, 120), (CONCAT, 100)], ids=["memory", "concat"])
+def test_a_step_in_several_passes_trains_as_one_batch(data_bin, arch, max_tokens):
+    """--passes-per-step changes the padding only: a window whose steps go through the model
+    in several passes gives the loss, the gradients and the carry of the same steps each in
+    one padded batch, the gradient to the previous sentence included."""
+    task, model, criterion, _ = build(data_bin, *arch, "--optimization-window", "4", "--passes-per-step", "3")
+    if arch is TINY_MODEL:
+        make_reads_nonzero(model)
+    model.train()
+    batches(task, "train", max_tokens=max_tokens)
+    plan = task.training_plan
+    window = next(  # a group's first window, not its last (so something is carried out)
+        item for item in plan.items
+        if item and len(item) >= 3 and item[0].position.step == 0 and not item[-1].position.ends_group
+        and sum(bool(step.passes) for step in item) >= 2
+    )
+
+    def train(steps):
+        model.zero_grad()
+        criterion.carries = CarryStore()
+        loss, size, _ = criterion.forward_window(
+            model, [plan.dataset.collate_step(step) for step in steps], backward=lambda loss: loss.backward()
+        )
+        carried = criterion.carries.get(dataclasses.replace(steps[-1].position, step=steps[-1].position.step + 1))
+        return loss, size, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, carried
+
+    in_passes = train(window)
+    in_one = train([dataclasses.replace(step, passes=()) for step in window])
+    assert torch.allclose(in_passes[0], in_one[0]) and in_passes[1] == in_one[1]
+    assert in_passes[2].keys() == in_one[2].keys()
+    for name in in_one[2]:
+        scale = in_one[2][name].abs().max().item()  # losses are sums: gradients reach 100s
+        assert (in_passes[2][name] - in_one[2][name]).abs().max().item() <= 1e-5 * max(scale, 1.0), name
+    carried, expected = in_passes[3].select(in_one[3].lanes), in_one[3]
+    if arch is TINY_MODEL:  # the states the next sentence writes, unpadded, row by row
+        for name, states in expected.states.items():
+            for row in range(states.size(1)):
+                got = carried.states[name][:, row][~carried.padding_mask[name][row]]
+                assert torch.allclose(got, states[:, row][~expected.padding_mask[name][row]], atol=1e-6), name
+    else:  # the previous sentences' tokens
+        assert [[t.tolist() for t in row] for row in carried.source] == [[t.tolist() for t in row] for row in expected.source]

@@ -1,10 +1,10 @@
-"""Document batching: docids checks, lanes and groups, --max-tokens, workers, windows."""
+"""Document batching: docids checks, lanes and groups, --max-tokens, workers, windows, passes."""
 import collections
 
 import pytest
 
 from conftest import TINY_MODEL, batches, build
-from memory_nmt.pipeline.data import DocumentDataError, parse_window, read_docids
+from memory_nmt.pipeline.data import DocumentDataError, forward_passes, parse_window, read_docids
 
 
 def test_docids_errors_name_file_and_line(tmp_path):
@@ -138,3 +138,36 @@ def test_one_sentence_documents(data_bin, tmp_path):
     generator = DocumentSequenceGenerator([model.eval()], task.target_dictionary, beam_size=2, max_len_b=5)
     decoded = [i for s in steps for i, _ in zip(s["id"].tolist(), generator.generate([model], s))]
     assert sorted(decoded) == list(range(len(lines)))
+
+
+def test_forward_passes_cut_where_padding_is_saved():
+    assert forward_passes([10, 3, 10, 2, 9, 3], 1) == (60, [[0, 1, 2, 3, 4, 5]])
+    assert forward_passes([10, 3, 10, 2, 9, 3], 4) == (39, [[0, 2, 4], [1, 5, 3]])  # 9 apart saves 2 < 39/10
+    assert forward_passes([5, 5, 5], 3) == (15, [[0, 1, 2]])
+
+
+def test_steps_in_passes_keep_every_sentence_and_the_token_bound(data_bin):
+    """--passes-per-step: each training step's rows go through the model in passes whose
+    padded tokens together stay within --max-tokens; so groups take more lanes, and every
+    sentence is still trained on once, in its lane, at its step."""
+    one_pass, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full")
+    in_passes, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full", "--passes-per-step", "3")
+    single = [step for item in batches(one_pass, "train", max_tokens=60) for step in item["steps"]]
+    split = [step for item in batches(in_passes, "train", max_tokens=60) for step in item["steps"]]
+    assert len(split) < len(single), "fewer, fuller steps"
+    assert any("passes" in step for step in split) and not any("passes" in step for step in single)
+    seen = collections.Counter()
+    for step in split:
+        passes = step.get("passes", [step])
+        assert sum(p["net_input"]["src_tokens"].size(0) * max(p["net_input"]["src_tokens"].size(1),
+                                                            p["target"].size(1)) for p in passes) <= 60
+        lanes = [lane for p in passes for lane in p["lanes"].tolist()]
+        assert len(set(lanes)) == len(lanes)
+        for p in passes:
+            assert p["position"] == step["position"]
+            for sentence in p["id"].tolist():
+                _, index = in_passes.dataset("train").document_of(sentence)
+                assert index == step["position"].step
+                seen[sentence] += 1
+    assert sorted(seen) == list(range(len(in_passes.dataset("train")))) and set(seen.values()) == {1}
+    assert not any("passes" in step for step in batches(in_passes, "valid", max_tokens=60)), "training only"

@@ -35,7 +35,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 
 from .carry import Carry, CarryStore
-from .data import steps_of
+from .data import passes_of, steps_of
 from .system import document_system
 
 
@@ -74,24 +74,31 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         carry = None if stateless else self.carries.get(steps[0]["position"])
         total_loss, total_size, total_log = 0.0, 0, {}
         waiting = None  # (loss, carry) of the previous step, not yet back-propagated
-        for sample in steps:
-            lanes = sample["lanes"]
-            carry_in = carry.select(lanes) if carry is not None else None
-            if backward is not None and waiting is not None:
-                carry_in = carry_in.with_state_leaves()
-            loss, sample_size, logging_output, carry = self.forward_step(model, sample, carry_in)
+        for step in steps:
+            loss, carries_in, carries_out = 0.0, [], []
+            for sample in passes_of(step):
+                carry_in = carry.select(sample["lanes"]) if carry is not None else None
+                if backward is not None and waiting is not None:
+                    carry_in = carry_in.with_state_leaves()
+                pass_loss, sample_size, logging_output, carry_out = self.forward_step(model, sample, carry_in)
+                loss = loss + pass_loss
+                carries_in.append(carry_in)
+                carries_out.append(carry_out)
+                total_size += sample_size
+                for key, value in logging_output.items():
+                    total_log[key] = total_log.get(key, 0) + value
+            carry = carries_out[0]
+            for later in carries_out[1:]:
+                carry = carry.stacked(later)
             if backward is not None:
                 if waiting is not None:
-                    backward(self._with_gradient_from_next(waiting, carry_in, loss, loss_scale))
+                    backward(self._with_gradient_from_next(waiting, carries_in, loss, loss_scale))
                     waiting = None
                 if carry.differentiable_states():
                     waiting = (loss, carry)
                 else:
                     backward(loss)
             total_loss = total_loss + loss.detach()
-            total_size += sample_size
-            for key, value in logging_output.items():
-                total_log[key] = total_log.get(key, 0) + value
             carry = carry.detach() if backward is None else carry
         if waiting is not None:
             backward(waiting[0])
@@ -130,20 +137,22 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         return loss, sample_size, logging_output, carry
 
     @staticmethod
-    def _with_gradient_from_next(waiting, carry_in: Carry, next_loss, loss_scale: float):
+    def _with_gradient_from_next(waiting, carries_in: List[Carry], next_loss, loss_scale: float):
         """The previous step's loss, plus a term whose gradient is what ``next_loss`` sends
-        into the previous step's states (taken at the leaves ``carry_in`` gave them, from the
-        loss as ``backward`` scales it, and divided back so ``backward`` may scale it again)."""
+        into the previous step's states (taken at the leaves ``carries_in``, one per forward
+        pass, gave them, from the loss as ``backward`` scales it, and divided back so
+        ``backward`` may scale it again)."""
         previous_loss, previous_carry = waiting
-        leaves_of = carry_in.differentiable_states()
-        names = list(leaves_of)
+        leaves, selected = [], []
+        for carry_in in carries_in:
+            leaves_of = carry_in.differentiable_states()
+            previous_of = previous_carry.select(carry_in.lanes).differentiable_states()
+            leaves.extend(leaves_of.values())
+            selected.extend(previous_of[name] for name in leaves_of)
         with record_function("gradient to the previous sentence"):
-            grads = torch.autograd.grad(
-                next_loss * loss_scale, [leaves_of[name] for name in names], retain_graph=True, allow_unused=True
-            )
-        selected = previous_carry.select(carry_in.lanes).differentiable_states()
+            grads = torch.autograd.grad(next_loss * loss_scale, leaves, retain_graph=True, allow_unused=True)
         surrogate = previous_loss
-        for name, grad in zip(names, grads):
+        for states, grad in zip(selected, grads):
             if grad is not None:
-                surrogate = surrogate + (selected[name].float() * grad.float()).sum() / loss_scale
+                surrogate = surrogate + (states.float() * grad.float()).sum() / loss_scale
         return surrogate

@@ -17,6 +17,12 @@ numbers go with every batch, see ``carry.py``). Documents are sorted by length b
 are filled, so lanes empty late. ``--max-tokens`` bounds the padded tokens of every batch,
 counting the previous sentences a system prepends to each sentence (``step_tokens``).
 
+The sentences of one step differ in length, and one padded batch pads each to the longest. In
+training, ``--passes-per-step N`` lets a step go through the model in up to N forward passes of
+similar-length rows (``forward_passes``): its padded tokens, which --max-tokens bounds, are then
+those of its passes together, so a group takes more lanes. A step's rows stay one step for the
+carry and the gradient (``criterion.py``); only the padding changes.
+
 For data-parallel training, whole groups are dealt to workers (longest first, each to the
 worker with the fewest steps so far), so every document lands in exactly one lane of one
 worker; a worker with fewer items gets empty ones at the end, which fairseq turns into
@@ -64,6 +70,42 @@ class SentenceStep:
     position: StepPosition
     sentences: Tuple[int, ...]  # dataset indices, one per lane still in its document
     lanes: Tuple[int, ...]
+    passes: Tuple[Tuple[int, ...], ...] = ()  # positions in ``sentences`` per forward pass; () is one
+
+
+def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[List[int]]]:
+    """Rows of one step (their ``widths`` in tokens) cut into at most ``max_passes`` forward
+    passes of similar widths: the padded tokens of all passes together, and each pass's rows.
+
+    Rows are sorted widest first and the cut that saves the most padding is made, again and
+    again, while it saves at least a tenth of the step's padded tokens (a pass costs a call of
+    every layer, worth it only for real savings)."""
+    if max_passes == 1:
+        return len(widths) * max(widths), [list(range(len(widths)))]
+    order = sorted(range(len(widths)), key=lambda row: (-widths[row], row))
+    width = np.asarray([widths[row] for row in order], dtype=np.int64)
+    segments = [(0, len(order))]
+
+    def cost(start, end):
+        return int(end - start) * int(width[start])
+
+    while len(segments) < max_passes:
+        total = sum(cost(*segment) for segment in segments)
+        best = None  # (saving, segment index, cut)
+        for index, (start, end) in enumerate(segments):
+            cuts = np.arange(start + 1, end)
+            if not len(cuts):
+                continue
+            split = (cuts - start) * width[start] + (end - cuts) * width[cuts]
+            saving = cost(start, end) - int(split.min())
+            if best is None or saving > best[0]:
+                best = (saving, index, int(cuts[int(split.argmin())]))
+        if best is None or best[0] * 10 < total:
+            break
+        _, index, cut = best
+        start, end = segments[index]
+        segments[index:index + 1] = [(start, cut), (cut, end)]
+    return sum(cost(*segment) for segment in segments), [order[start:end] for start, end in segments]
 
 
 def read_docids(path: str, num_sentences: int) -> List[Document]:
@@ -218,13 +260,15 @@ class DocumentDataset(FairseqDataset):
         max_sentences: Optional[int],
         context: Tuple[int, int] = (0, 0),
         max_positions=None,
+        max_passes: int = 1,
     ) -> List[List[Document]]:
-        """Fill groups with documents of similar length, longest first, within the limits."""
+        """Fill groups with documents of similar length, longest first, within the limits
+        (each step's padded tokens in at most ``max_passes`` forward passes)."""
         if max_tokens is None and max_sentences is None:
             raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
         ordered = sorted(self.documents, key=lambda d: (-d.length, d.first))
         groups: List[List[Document]] = []
-        widths: List[int] = []  # the widest sentence of the open group at each step
+        widths: List[List[int]] = []  # the widths of the open group's sentences at each step
         for document in ordered:
             tokens = self.step_tokens(document, context, max_positions)
             if max_tokens is not None and max(tokens) > max_tokens:
@@ -235,36 +279,62 @@ class DocumentDataset(FairseqDataset):
                     f"--max-tokens {max_tokens}; raise --max-tokens"
                 )
             fits = bool(groups) and (max_sentences is None or len(groups[-1]) < max_sentences)
-            if fits and max_tokens is not None:
-                lanes = len(groups[-1]) + 1
-                fits = all(lanes * max(widths[t], tokens[t]) <= max_tokens for t in range(len(tokens)))
+            if fits and max_tokens is not None:  # the document is the group's shortest: steps 0..len-1
+                fits = all(
+                    forward_passes(widths[t] + [width], max_passes)[0] <= max_tokens
+                    for t, width in enumerate(tokens)
+                )
             if fits:
                 groups[-1].append(document)
-                widths = [max(w, tokens[t]) if t < len(tokens) else w for t, w in enumerate(widths)]
+                for t, width in enumerate(tokens):
+                    widths[t].append(width)
             else:
                 groups.append([document])
-                widths = tokens
+                widths = [[width] for width in tokens]
         return groups
 
-    def group_steps(self, group_index: int, group: List[Document]) -> List[SentenceStep]:
-        """The batches of one group: step t holds sentence t of every document that long."""
+    def group_steps(
+        self,
+        group_index: int,
+        group: List[Document],
+        context: Tuple[int, int] = (0, 0),
+        max_positions=None,
+        max_passes: int = 1,
+    ) -> List[SentenceStep]:
+        """The batches of one group: step t holds sentence t of every document that long, in
+        up to ``max_passes`` forward passes (widths as ``groups`` counted them)."""
         steps = []
         length = max(document.length for document in group)
+        widths = [self.step_tokens(document, context, max_positions) for document in group]
         for t in range(length):
             lanes = [lane for lane, document in enumerate(group) if t < document.length]
+            _, passes = forward_passes([widths[lane][t] for lane in lanes], max_passes)
             steps.append(
                 SentenceStep(
                     StepPosition(self.stream, group_index, t, ends_group=t == length - 1),
                     sentences=tuple(group[lane].first + t for lane in lanes),
                     lanes=tuple(lanes),
+                    passes=tuple(tuple(rows) for rows in passes) if len(passes) > 1 else (),
                 )
             )
         return steps
 
     def collate_step(self, step: SentenceStep) -> dict:
-        """fairseq's batch for one step, plus each row's ``lanes`` and the step's ``position``."""
-        batch = self.pairs.collater([self.pairs[index] for index in step.sentences])
-        lane_of = dict(zip(step.sentences, step.lanes))
+        """fairseq's batch for one step, plus each row's ``lanes`` and the step's ``position``;
+        a step in several forward passes is ``{"position", "passes"}``, a batch per pass."""
+        if step.passes:
+            return {
+                "position": step.position,
+                "passes": [
+                    self.collate_rows(step, [step.sentences[row] for row in rows], [step.lanes[row] for row in rows])
+                    for rows in step.passes
+                ],
+            }
+        return self.collate_rows(step, step.sentences, step.lanes)
+
+    def collate_rows(self, step: SentenceStep, sentences: Sequence[int], lanes: Sequence[int]) -> dict:
+        batch = self.pairs.collater([self.pairs[index] for index in sentences])
+        lane_of = dict(zip(sentences, lanes))
         batch["lanes"] = torch.tensor([lane_of[index] for index in batch["id"].tolist()])
         batch["position"] = step.position
         return batch
@@ -315,6 +385,11 @@ def steps_of(sample: dict) -> List[dict]:
     return sample["steps"] if "steps" in sample else [sample]
 
 
+def passes_of(step: dict) -> List[dict]:
+    """The forward passes of a collated step: its batches, or the one batch it is."""
+    return step["passes"] if "passes" in step else [step]
+
+
 class EpochItems(torch.utils.data.Dataset):
     """One epoch of one worker: each item is a window (training), a step, or ``None`` (padding)."""
 
@@ -357,13 +432,17 @@ def plan_epoch(
     window: Optional[Tuple[Optional[int], Optional[int]]],
     context: Tuple[int, int] = (0, 0),
     max_positions=None,
+    max_passes: int = 1,
 ) -> EpochItems:
     """The items worker ``shard_id`` sees in ``epoch``; ``window`` None means one step an item.
-    ``context`` and ``max_positions`` size the steps (``DocumentDataset.step_tokens``)."""
-    groups = dataset.groups(max_tokens, max_sentences, context, max_positions)
+    ``context`` and ``max_positions`` size the steps (``DocumentDataset.step_tokens``), which go
+    through the model in up to ``max_passes`` forward passes each."""
+    groups = dataset.groups(max_tokens, max_sentences, context, max_positions, max_passes)
     if len(groups) < num_shards:  # a small split: fewer lanes per group, so every worker has one
         lanes = max(1, len(dataset.documents) // num_shards)
-        groups = dataset.groups(max_tokens, min(lanes, max_sentences or lanes), context, max_positions)
+        groups = dataset.groups(
+            max_tokens, min(lanes, max_sentences or lanes), context, max_positions, max_passes
+        )
     per_shard = []
     for shard, group_indices in enumerate(deal_to_shards(groups, num_shards)):
         items: List[List[SentenceStep]] = []
@@ -371,7 +450,7 @@ def plan_epoch(
             if window is not None:
                 group_indices = list(np.random.permutation(group_indices))
             for g in group_indices:
-                steps = dataset.group_steps(int(g), groups[g])
+                steps = dataset.group_steps(int(g), groups[g], context, max_positions, max_passes)
                 if window is None:
                     items.extend([step] for step in steps)
                 else:

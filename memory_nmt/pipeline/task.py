@@ -62,6 +62,14 @@ class DocumentTranslationConfig(TranslationConfig):
             "for every update"
         },
     )
+    passes_per_step: int = field(
+        default=1,
+        metadata={
+            "help": "in training, a sentence step may go through the model in up to this many "
+            "forward passes of similar-length sentences: less padding, so more documents per "
+            "step within --max-tokens, which bounds the passes' padded tokens together"
+        },
+    )
     context_from: ChoiceEnum(CONTEXT_FROM) = field(
         default="hypothesis",
         metadata={
@@ -85,6 +93,11 @@ class DocumentTranslationTask(TranslationTask):
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
         parse_window(cfg.optimization_window)
+        if cfg.passes_per_step < 1:
+            raise DocumentDataError(
+                f"--passes-per-step {cfg.passes_per_step}: give 1 (one padded batch per sentence "
+                "step) or more"
+            )
         if cfg.distributed_world_size > 1 and cfg.ddp_backend not in DDP_BACKENDS:
             raise DocumentDataError(
                 f"--ddp-backend {cfg.ddp_backend}: document training calls backward once per "
@@ -165,6 +178,7 @@ class DocumentTranslationTask(TranslationTask):
             dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
             window=parse_window(self.cfg.optimization_window) if training else None,
             context=self.context_sentences, max_positions=max_positions,
+            max_passes=self.cfg.passes_per_step if training else 1,
         )
         if training:
             self.training_plan = items
