@@ -49,6 +49,7 @@ ROOT = os.path.dirname(SCRIPTS)
 PLUGIN = os.path.join(ROOT, "memory_nmt")
 sys.path[:0] = [ROOT, SCRIPTS]
 from memory_nmt.evaluation.synthetic import generate_documents, write_documents  # noqa: E402
+from memory_nmt.pipeline.data import passes_of, steps_of  # noqa: E402
 from peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
 
 SIZES = {  # embed_dim, ffn_dim, heads, layers (each side)
@@ -83,7 +84,9 @@ def parse_args(argv=None):
     precision.add_argument("--bf16", action="store_true", help="fairseq's --bf16 (cuda only)")
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--max-tokens", type=int, default=512)
-    parser.add_argument("--optimization-window", default="2-4", help="the memory model's steps per update")
+    parser.add_argument("--optimization-window", default="2-4", help="the document task's steps per update")
+    parser.add_argument("--passes-per-step", type=int, default=1, help="the document task's forward "
+                        "passes per sentence step (see memory_nmt/pipeline/data.py)")
     parser.add_argument("--data", help="binarized documents to train on (a fairseq-preprocess "
                         "directory with train.SRC-TGT.docids) instead of synthetic ones")
     parser.add_argument("--documents", type=int, default=1000, help="synthetic training documents")
@@ -133,7 +136,8 @@ def trainer_of(system, data, args) -> Trainer:
         "--num-workers", "0",
     ]
     if SYSTEMS[system][1] == "document_translation":
-        command += ["--optimization-window", args.optimization_window]
+        command += ["--optimization-window", args.optimization_window,
+                    "--passes-per-step", str(args.passes_per_step)]
     command += {"cpu": ["--cpu"], "cuda": []}[args.device]
     command += ["--fp16"] if args.fp16 else ["--bf16"] if args.bf16 else []
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), command))
@@ -165,7 +169,7 @@ class Batches:
 
 def contents(sample, pad) -> dict:
     """Forward passes, real target tokens, and real and padded tokens (both sides) of a batch."""
-    passes = sample["steps"] if "steps" in sample else [sample]
+    passes = [batch for step in steps_of(sample) for batch in passes_of(step)]
     counts = {"passes": len(passes), "target": 0, "real": 0, "padded": 0}
     for batch in passes:
         for tokens in (batch["net_input"]["src_tokens"], batch["target"]):
@@ -258,8 +262,8 @@ def main():
     print(f"device {args.device}{gpu}{threads}, {precision}; torch {torch.__version__}, fairseq {fairseq.__version__}")
     documents = args.data or f"{args.documents} synthetic documents"
     print(f"model {embed}/{ffn}, {heads} heads, {layers}+{layers} layers ({args.size}); "
-          f"{documents}; --max-tokens {args.max_tokens}; the memory model's "
-          f"--optimization-window {args.optimization_window}")
+          f"{documents}; --max-tokens {args.max_tokens}; document task: --optimization-window "
+          f"{args.optimization_window}, --passes-per-step {args.passes_per_step}")
     print(f"{args.repeats} alternating rounds of {args.updates} updates each, after {args.warmup} warm-up updates; "
           f"peak = {peak_name(args.device)} over {args.updates} updates, a fresh process each\n")
     header = ("model", "tgt tok/s", "real tok/pass", "padding", "passes/upd", "peak MiB")
