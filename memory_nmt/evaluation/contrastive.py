@@ -42,8 +42,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 from fairseq.data import data_utils
 
-from ..pipeline.system import document_system
 from ..pipeline.previous_sentences import last
+from ..pipeline.system import document_system
 
 VOITA_SEPARATOR = " _eos "
 

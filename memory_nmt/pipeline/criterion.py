@@ -28,11 +28,11 @@ from typing import Callable, List, Optional
 
 import torch
 from fairseq.criterions import register_criterion
-from torch.autograd.profiler import record_function
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
     LabelSmoothedCrossEntropyCriterionConfig,
 )
+from torch.autograd.profiler import record_function
 
 from .carry import Carry, CarryStore
 from .data import passes_of, steps_of
