@@ -101,10 +101,11 @@ def test_memory_is_carried_across_windows_and_checked(data_bin):
         criterion.forward_window(model, second)
 
 
-def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin):
+@pytest.mark.parametrize("passes", ["1", "3"])
+def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin, passes):
     """With fixed weights, the memory rebuilt by replaying a group's first steps (what a
     resumed run does) equals the memory an uninterrupted walk carried to that point."""
-    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "1")
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--passes-per-step", passes)
     make_reads_nonzero(model)
     windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
     target = next(w[0]["position"] for w in windows if w[0]["position"].step >= 2)
@@ -115,8 +116,9 @@ def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin):
                 break
             criterion.forward_window(model, window)
     walked = criterion.carries.get(target)
+    assert passes == "1" or any(step.passes for step in task.training_plan.steps_before(target))
 
-    _, _, resumed_criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "1")
+    _, _, resumed_criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--passes-per-step", passes)
     assert not resumed_criterion.carries.holds(target.stream)
     task.rebuild_interrupted_carry(target, model, resumed_criterion)
     rebuilt = resumed_criterion.carries.get(target)
