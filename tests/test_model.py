@@ -1,5 +1,7 @@
 """transformer_recurrent_memory: equal to a plain transformer given its weights; a sentence's
 output depends on earlier sentences of its own document and on nothing else."""
+import re
+
 import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
@@ -108,3 +110,10 @@ def test_memory_layer_choice(data_bin):
     assert memory_layer_indices("-1", 6) == [5]
     with pytest.raises(ValueError, match="--memory-layers"):
         memory_layer_indices("6", 6)
+
+
+@pytest.mark.parametrize("option, value", [("--memory-size", "0"), ("--memory-size", "-1"), ("--memory-layers", "")])
+def test_a_memory_option_the_model_cannot_use_is_refused_by_name(data_bin, option, value):
+    """Not replaced by the default, not an error from deep inside torch."""
+    with pytest.raises(ValueError, match=f"^{option} '?{re.escape(value)}'?: give"):
+        build(data_bin, *TINY_MODEL, option, value)

@@ -280,9 +280,17 @@ class RecurrentMemoryTransformerModel(DocumentSystem, TransformerModel):
 
 
 def recurrent_memory_base(args):
-    args.memory_size = getattr(args, "memory_size", None) or 16
-    args.memory_layers = getattr(args, "memory_layers", None) or "-1"
+    """The memory options' defaults, for options not given (a value given is kept and checked)."""
+    if getattr(args, "memory_size", None) is None:
+        args.memory_size = 16
+    if getattr(args, "memory_layers", None) is None:
+        args.memory_layers = "-1"
     args.memory_sides = getattr(args, "memory_sides", None) or "both"
+    if args.memory_size < 1:
+        raise ValueError(
+            f"--memory-size {args.memory_size}: give the number of memory vectors per memory "
+            "layer, 1 or more (the paper's default is 16)"
+        )
     base_architecture(args)
 
 
