@@ -23,6 +23,11 @@ def test_docids_errors_name_file_and_line(tmp_path):
         read_docids(str(path), 3)
     path.write_bytes(b"a\r\na\r\nb\n")
     assert [d.doc_id for d in read_docids(str(path), 3)] == ["a", "b"]
+    path.write_bytes("\ufeffa\na\nb\n".encode("utf-8"))  # a byte-order mark, as some editors write
+    assert [(d.doc_id, d.length) for d in read_docids(str(path), 3)] == [("a", 2), ("b", 1)]
+    path.write_text("a\na \na\n")
+    with pytest.raises(DocumentDataError, match=r"docids:2: document id 'a ' has spaces at its ends"):
+        read_docids(str(path), 3)
 
 
 def _documents(task, split):

@@ -34,6 +34,7 @@ steps inside a group never are. Other splits' items are single steps, in order.
 No sentence is ever dropped: a sentence that does not fit ``--max-tokens`` or the model's
 positions is an error that names its document and sentence.
 """
+import codecs
 import os
 import re
 from dataclasses import dataclass
@@ -116,7 +117,10 @@ def read_docids(path: str, num_sentences: int) -> List[Document]:
             "sentence line beside the binarized data (see scripts/prepare_documents.py)"
         )
     with open(path, "rb") as f:
-        lines = f.read().split(b"\n")
+        text = f.read()
+    if text.startswith(codecs.BOM_UTF8):  # some editors write one; it is not part of the first id
+        text = text[len(codecs.BOM_UTF8):]
+    lines = text.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
     ids = []
@@ -137,6 +141,11 @@ def read_docids(path: str, num_sentences: int) -> List[Document]:
     for line, doc_id in enumerate(ids):
         if not doc_id.strip():
             raise DocumentDataError(f"{path}:{line + 1}: empty document id")
+        if doc_id != doc_id.strip():
+            raise DocumentDataError(
+                f"{path}:{line + 1}: document id {doc_id!r} has spaces at its ends; ids are compared "
+                "exactly, so remove them"
+            )
         if documents and documents[-1].doc_id == doc_id:
             last = documents[-1]
             documents[-1] = Document(doc_id, last.first, last.length + 1)
