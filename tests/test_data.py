@@ -2,6 +2,7 @@
 import collections
 
 import pytest
+from fairseq import utils
 
 from conftest import TINY_MODEL, batches, build
 from memory_nmt.pipeline.data import DocumentDataError, forward_passes, parse_window, read_docids
@@ -57,9 +58,12 @@ def test_every_sentence_once_in_lane_order(data_bin):
 
 
 def test_too_long_sentence_is_an_error_not_a_drop(data_bin):
-    task, _, _, _ = build(data_bin, *TINY_MODEL)
+    task, model, _, _ = build(data_bin, *TINY_MODEL)
     with pytest.raises(DocumentDataError, match=r"sentence \d+ of document 'doc\d+'.*raise --max-tokens"):
         batches(task, "valid", max_tokens=5)
+    as_fairseq_trains = utils.resolve_max_positions(task.max_positions(), model.max_positions(), 5)
+    with pytest.raises(DocumentDataError, match=r"raise --max-tokens"):  # fairseq counts --max-tokens in
+        batches(task, "train", max_tokens=5, max_positions=as_fairseq_trains)
     with pytest.raises(DocumentDataError, match=r"more than the 4 the model takes"):
         batches(task, "valid", max_positions=(4, 4))
 

@@ -172,7 +172,8 @@ class DocumentTranslationTask(TranslationTask):
                 data_buffer_size, disable_iterator_cache, skip_remainder_batch,
                 grouped_shuffling, update_epoch_batch_itr,
             )
-        dataset.check_positions(max_positions)
+        # The plan first: it names a sentence over --max-tokens as such, where the check of the
+        # positions would blame them (fairseq's trainer counts --max-tokens into max_positions).
         training = dataset.stream == self.cfg.train_subset
         items = plan_epoch(
             dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
@@ -180,6 +181,7 @@ class DocumentTranslationTask(TranslationTask):
             context=self.context_sentences, max_positions=max_positions,
             max_passes=self.cfg.passes_per_step if training else 1,
         )
+        dataset.check_positions(max_positions)
         if training:
             self.training_plan = items
         return iterators.EpochBatchIterator(
