@@ -86,6 +86,14 @@ def test_hub_translates_documents_as_generate_does(data_bin, checkpoint, generat
     assert hub.translate_document(documents[1], beam=3) == translations[1]
     with pytest.raises(ValueError, match="document 1: sentence 2 is empty"):
         hub.translate_document(["a b c .", " "])
+    with pytest.raises(TypeError, match="a list of strings, not one string"):
+        hub.translate_document("a b c . d e .")
+    with pytest.raises(TypeError, match="document 1 is a NoneType"):
+        hub.translate_documents([None])
+    with pytest.raises(TypeError, match="document 1: sentence 1 is a list"):
+        hub.translate_document([["a b c ."]])
+    with pytest.raises(TypeError, match=r"translate_document\(sentences\)"):
+        hub.translate("a b c .")
 
 
 def test_interactive_tokenizes_and_detokenizes_with_moses(data_bin, checkpoint, generated):

@@ -4,9 +4,9 @@
 the checkpoint's or the given ``bpe`` and ``tokenizer``) that translates whole documents: the
 sentences of each document carry their context from one to the next, and several documents are
 translated together, one batch per sentence round, as ``fairseq-interactive`` does
-(``interactive.py``).
+(``interactive.py``). ``translate`` of single sentences is refused: each needs its document.
 """
-from typing import List
+from typing import List, Sequence
 
 from fairseq.hub_utils import GeneratorHubInterface
 
@@ -14,17 +14,47 @@ from fairseq.hub_utils import GeneratorHubInterface
 class DocumentHubInterface(GeneratorHubInterface):
     def translate_documents(self, documents: List[List[str]], beam: int = 5, **kwargs) -> List[List[str]]:
         """One translation per sentence of each document (a document: a list of sentences)."""
-        for number, document in enumerate(documents):
-            empty = [i + 1 for i, sentence in enumerate(document) if not sentence.strip()]
-            if empty:
-                raise ValueError(
-                    f"document {number + 1}: sentence {empty[0]} is empty; every sentence needs text"
-                )
+        check_documents(documents)
         lines = [line for document in documents for line in [*document, ""]]
         self.task.placements = self.task.interactive.place(lines)
-        translations = iter(self.translate(lines, beam=beam, **kwargs))
+        translations = iter(super().translate(lines, beam=beam, **kwargs))
         return [[next(translations) for _ in [*document, ""]][:-1] for document in documents]
 
     def translate_document(self, sentences: List[str], beam: int = 5, **kwargs) -> List[str]:
         """One translation per sentence, the context carried from sentence to sentence."""
+        if isinstance(sentences, str):
+            raise TypeError(
+                "translate_document takes the document's sentences as a list of strings, not one "
+                "string: split the text into sentences first"
+            )
         return self.translate_documents([sentences], beam=beam, **kwargs)[0]
+
+    def translate(self, sentences, *args, **kwargs):
+        """Refused: a sentence of a document model needs its document."""
+        raise TypeError(
+            "a document model translates documents: use translate_document(sentences) for one "
+            "document (a list of sentences) or translate_documents(documents) for several"
+        )
+
+
+def check_documents(documents):
+    """A list of documents, each a list of non-empty strings, or a TypeError/ValueError saying
+    which document and sentence is not."""
+    if isinstance(documents, str) or not isinstance(documents, Sequence):
+        raise TypeError(
+            f"translate_documents takes a list of documents, each a list of sentences; got a "
+            f"{type(documents).__name__}"
+        )
+    for number, document in enumerate(documents, 1):
+        if isinstance(document, str) or not isinstance(document, Sequence):
+            raise TypeError(
+                f"document {number} is a {type(document).__name__}: give each document as a list "
+                "of sentences (strings)"
+            )
+        for index, sentence in enumerate(document, 1):
+            if not isinstance(sentence, str):
+                raise TypeError(
+                    f"document {number}: sentence {index} is a {type(sentence).__name__}, not a string"
+                )
+            if not sentence.strip():
+                raise ValueError(f"document {number}: sentence {index} is empty; every sentence needs text")
