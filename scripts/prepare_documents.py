@@ -6,12 +6,17 @@ same documents with the same number of sentences, optionally applies Moses token
 (sacremoses, with fairseq's ``--tokenizer moses`` defaults) and joint BPE (subword-nmt), and
 writes ``{prefix}.{src}``, ``{prefix}.{tgt}`` and ``{prefix}.docids`` (one document id per
 sentence line). fairseq-preprocess binarizes the first two; copy the docids file next to the
-binarized data as ``{split}.{src}-{tgt}.docids``, where the memory_nmt task reads it.
+binarized data as ``{split}.{src}-{tgt}.docids``, where the memory_nmt task reads it. An output
+that would overwrite an input is refused before anything is read, and each output replaces its
+file only once completely written.
 """
 import argparse
 import html
+import os
 import re
 import sys
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -227,7 +232,7 @@ def learn_joint_bpe(sides, merges, codes_path):
     from subword_nmt.learn_bpe import learn_bpe
 
     Path(codes_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(codes_path, "w", encoding="utf-8") as codes:
+    with replaced_whole(codes_path) as codes:
         learn_bpe([line for lines in sides for line in lines], codes, merges)
 
 
@@ -245,8 +250,51 @@ def apply_bpe(sentences, codes_path):
     return [bpe.segment(sentence) for sentence in sentences]
 
 
+@contextmanager
+def replaced_whole(path):
+    """A text file (UTF-8, LF) that takes ``path``'s place only once it is completely written:
+    an error while writing leaves ``path`` as it was and no partial file behind."""
+    handle, partial = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                       prefix=f".{os.path.basename(path)}.", suffix=".partial")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
+            yield out
+        os.replace(partial, path)
+    except BaseException:
+        os.unlink(partial)
+        raise
+
+
+def write_outputs(outputs):
+    """Write each ``{path: lines}`` whole (``replaced_whole``), one line per item."""
+    for path, lines in outputs.items():
+        with replaced_whole(path) as out:
+            out.writelines(line + "\n" for line in lines)
+
+
+def output_paths(args):
+    """PREFIX.SRC, PREFIX.TGT and PREFIX.docids, after checking that no file this run writes is
+    one it reads or writes already (a second run would otherwise read its own output)."""
+    outputs = [f"{args.output_prefix}.{suffix}" for suffix in (args.source_lang, args.target_lang, "docids")]
+    reads = {"--source": args.source, "--target": args.target}
+    writes = [(path, "--output-prefix") for path in outputs]
+    if args.bpe_codes and args.learn_bpe:
+        writes.insert(0, (args.bpe_codes, "--bpe-codes"))
+    elif args.bpe_codes:
+        reads["--bpe-codes"] = args.bpe_codes
+    taken = {Path(path).resolve(): (path, option) for option, path in reads.items()}
+    for path, option in writes:
+        earlier = taken.setdefault(Path(path).resolve(), (path, option))
+        if earlier != (path, option):
+            raise PrepareError(
+                f"{path} ({option}) would overwrite {earlier[0]} ({earlier[1]}); choose another {option}"
+            )
+    return outputs
+
+
 def prepare(args):
     """Read, pair, process and write one corpus; return the one-line summary."""
+    paths = output_paths(args)
     source_docs = read_side(args.source, args.format, args.doc_prefix)
     target_docs = read_side(args.target, args.format, args.doc_prefix)
     pairs = pair_sides(args.source, args.target, source_docs, target_docs, args.format)
@@ -268,13 +316,9 @@ def prepare(args):
         learn_joint_bpe(sides.values(), args.learn_bpe, args.bpe_codes)
     if args.bpe_codes:
         sides = {lang: apply_bpe(lines, args.bpe_codes) for lang, lines in sides.items()}
-    prefix = Path(args.output_prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    outputs = {f"{prefix}.{lang}": lines for lang, lines in sides.items()}
-    outputs[f"{prefix}.docids"] = [doc_id for doc_id, _ in positions]
-    for path, lines in outputs.items():
-        with open(path, "w", encoding="utf-8", newline="\n") as out:
-            out.writelines(line + "\n" for line in lines)
+    Path(args.output_prefix).parent.mkdir(parents=True, exist_ok=True)
+    outputs = dict(zip(paths, [*sides.values(), [doc_id for doc_id, _ in positions]]))
+    write_outputs(outputs)
     written = list(outputs) + ([args.bpe_codes] if args.learn_bpe else [])
     return f"{len(pairs)} documents, {len(positions)} sentences: wrote {' '.join(written)}"
 

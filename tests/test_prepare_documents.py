@@ -67,6 +67,41 @@ def test_blank_lines_writes_sentences_and_docids(tmp_path):
     assert result.stdout.startswith("2 documents, 3 sentences")
 
 
+@pytest.mark.parametrize("overwritten", ["source", "target", "bpe-codes"])
+def test_an_output_that_is_an_input_is_refused_untouched(tmp_path, overwritten):
+    """--output-prefix X where X.en is the --source (or X.de the --target, or X.docids the
+    --bpe-codes) would overwrite an input: refused before anything is written."""
+    source, target = tmp_path / "corpus.en", tmp_path / "corpus.de"
+    source.write_text("Hello there.\n\nSecond document.\n")
+    target.write_text("Hallo.\n\nZweites Dokument.\n")
+    codes = tmp_path / "corpus.docids"
+    options = ["--learn-bpe", "10", "--bpe-codes", codes] if overwritten == "bpe-codes" else []
+    before = {path: path.read_bytes() for path in (source, target)}
+    result = run("--format", "blank-lines", "--source", source, "--target", target, "--source-lang", "en",
+                 "--target-lang", "de", "--output-prefix", tmp_path / "corpus", *options)
+    assert_fails(result, "would overwrite", "choose another --output-prefix")
+    assert {path: path.read_bytes() for path in (source, target)} == before and not codes.exists()
+
+
+def test_outputs_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """Each output goes to a temporary file renamed into place: a failure while writing leaves
+    the earlier file under the output's name as it was, and no temporary file behind."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    import prepare_documents
+
+    output = tmp_path / "train.en"
+    output.write_text("an older, complete output\n")
+
+    def lines_then_a_full_disk():
+        yield "a new first line"
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        prepare_documents.write_outputs({str(output): lines_then_a_full_disk()})
+    assert output.read_text() == "an older, complete output\n"
+    assert [path.name for path in tmp_path.iterdir()] == ["train.en"]
+
+
 def test_doc_prefix_names_the_documents(tmp_path):
     result = prepare(tmp_path, "blank-lines", "a\n\nb\n", "x\n\ny\n", "--doc-prefix", "ted")
     assert result.returncode == 0, result.stderr
