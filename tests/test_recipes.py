@@ -129,6 +129,15 @@ def test_unknown_option_is_refused(tmp_path):
     assert result.returncode != 0 and "unknown option --step" in result.stderr
 
 
+def test_a_raw_dir_that_does_not_exist_is_named_not_downloaded_into(tmp_path):
+    missing = tmp_path / "no-such-dir"
+    result = subprocess.run(["bash", str(RECIPES / "europarl.sh"), "--steps", "download,prepare"],
+                            env={**os.environ, "WORK_DIR": str(tmp_path / "work"), "RAW_DIR": str(missing)},
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and f"RAW_DIR={missing} does not exist" in result.stderr
+    assert not missing.exists()
+
+
 def read_marked_documents(path):
     documents = []
     for line in text_lines(path):

@@ -338,6 +338,10 @@ selective_attn_recipe() {
     local name=$1 split
     shift
     parse_steps "$(basename "$0") [--steps download,prepare,binarize,train,generate,score,compare]" "$@"
+    if [[ -n ${RAW_DIR:-} && ! -d $RAW_DIR ]]; then
+        fail "RAW_DIR=$RAW_DIR does not exist; give the directory that holds the" \
+            "concatenated_${SRC}2${TGT}_*.txt files, or leave RAW_DIR unset to download into WORK_DIR"
+    fi
     : "${RAW_DIR:=$WORK_DIR/raw-$name}"
     mkdir -p "$WORK_DIR"
     if wants download; then download_selective_attn "$name" $SELECTIVE_ATTN_SPLITS; fi
