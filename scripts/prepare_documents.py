@@ -231,6 +231,11 @@ def learn_joint_bpe(sides, merges, codes_path):
     """Learn ``merges`` BPE merge operations on all sides together and write them to codes_path."""
     from subword_nmt.learn_bpe import learn_bpe
 
+    if not any(len(word) > 1 for lines in sides for line in lines for word in line.split()):
+        raise PrepareError(
+            f"--learn-bpe {merges}: no word of the corpus has two characters to merge; learn the "
+            "BPE codes on a real training corpus"
+        )
     Path(codes_path).parent.mkdir(parents=True, exist_ok=True)
     with replaced_whole(codes_path) as codes:
         learn_bpe([line for lines in sides for line in lines], codes, merges)

@@ -228,6 +228,13 @@ def test_bpe_learn_then_apply_round_trips(tmp_path):
     assert outputs(tmp_path)[:2] == [source_lines, target_lines]
 
 
+def test_bpe_on_a_corpus_with_nothing_to_merge_is_an_error(tmp_path):
+    result = prepare(tmp_path, "blank-lines", "a b\n\nc\n", "x y\n\nz\n",
+                     "--learn-bpe", "20", "--bpe-codes", tmp_path / "codes")
+    assert_fails(result, "--learn-bpe 20", "no word of the corpus has two characters")
+    assert not (tmp_path / "codes").exists()
+
+
 def test_mismatched_sentence_counts_name_the_document(tmp_path):
     result = prepare(tmp_path, "blank-lines", "a\nb\n\nc\nd\n", "x\ny\n\nz\n")
     assert_fails(result, "corpus-1", "2 sentences", "1 in", "corpus.src", "corpus.tgt")
