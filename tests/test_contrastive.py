@@ -2,6 +2,7 @@
 training does, and the CLI on models trained through fairseq-train, where only the memory model
 can tell the right pronoun."""
 import json
+import re
 import shutil
 import sys
 
@@ -91,6 +92,23 @@ def test_voita_json_and_scoring_lines(tmp_path):
         (["bonjour ."], ["vous etes venu .", "tu es venu ."])]
     with pytest.raises(ContrastiveDataError, match=r"bad\.src:2 has 1 .* but .*deixis_test\.dst:2 has 2"):
         read_joined_lines(write(tmp_path / "bad.src", ["hi . _eos you came .", "you came ."] * 2), dst)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("true_ind", "0", "'true_ind' is a str, not a whole number"),
+    ("true_ind", True, "'true_ind' is a bool, not a whole number"),
+    ("ctx_dist", "1", "'ctx_dist' is a str, not a whole number"),
+    ("dst", "salut . _eos tu es venu .", "'dst' is a str, not a list of candidate strings"),
+    ("dst", ["salut . _eos tu es venu .", 3], "'dst' is a list, not a list of candidate strings"),
+    ("src", ["hi ."], "'src' is a list, not a string"),
+])
+def test_voita_json_fields_are_checked_by_name(tmp_path, field, value, message):
+    entry = {"src": "hi . _eos you came .", "dst": ["salut . _eos tu es venu .", "salut . _eos vous etes venu ."],
+             "true_ind": 0, "ctx_dist": 1}
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps([entry, {**entry, field: value}]))
+    with pytest.raises(ContrastiveDataError, match=re.escape(f"items.json: entry 1: {message}")):
+        read_voita_json(path)
 
 
 # Scorer

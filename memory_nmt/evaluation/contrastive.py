@@ -215,6 +215,7 @@ def read_voita_json(path, separator: str = VOITA_SEPARATOR) -> List[ContrastiveI
         where = f"{path}: entry {number}"
         if not isinstance(entry, dict) or not {"src", "dst"} <= entry.keys():
             raise ContrastiveDataError(f"{where} lacks 'src' or 'dst'; is this a consistency set json?")
+        _check_voita_fields(entry, where)
         *context_source, current = entry["src"].split(separator)
         split = [candidate.split(separator) for candidate in entry["dst"]]
         if any(c[:-1] != split[0][:-1] for c in split):
@@ -227,6 +228,25 @@ def read_voita_json(path, separator: str = VOITA_SEPARATOR) -> List[ContrastiveI
             correct=entry.get("true_ind", 0), where=where, distance=entry.get("ctx_dist"),
         ))
     return items
+
+
+def _check_voita_fields(entry: dict, where: str):
+    """The types a consistency set's fields must have, or an error naming the field."""
+
+    def wrong(field, expected):
+        return ContrastiveDataError(
+            f"{where}: {field!r} is a {type(entry[field]).__name__}, not {expected} (as in Voita et "
+            "al.'s consistency sets)"
+        )
+
+    if not isinstance(entry["src"], str):
+        raise wrong("src", "a string")
+    if not isinstance(entry["dst"], list) or not all(isinstance(c, str) for c in entry["dst"]):
+        raise wrong("dst", "a list of candidate strings")
+    for field in ("true_ind", "ctx_dist"):
+        value = entry.get(field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise wrong(field, "a whole number")
 
 
 def read_joined_lines(source, target, separator: str = VOITA_SEPARATOR,
