@@ -183,7 +183,7 @@ def contrastive_accuracy(args, path):
     use_cuda = torch.cuda.is_available() and not args.cpu
     try:
         items = contrastive_eval.read_items(options)
-        return contrastive_eval.evaluate(path, args.data, items, options, use_cuda)
+        return contrastive_eval.evaluate(path, args.data, items, options, use_cuda)[1]
     except ContrastiveDataError as error:
         raise ComparisonError(f"--contrastive: {error}") from None
 

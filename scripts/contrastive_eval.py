@@ -19,8 +19,8 @@ an item is right when its correct candidate scores strictly best. Items are read
 
 Prints accuracy overall and by distance (antecedent distance, or Voita's ctx_dist) for the
 document-level model (--path, any system of the plugin) and, with --sentence-model, for a
-sentence-level fairseq ``transformer`` scored on the same candidates without context. ``--json``
-prints the same as JSON. Text is fed
+sentence-level fairseq ``transformer`` scored on the same candidates without context, each
+labelled by its checkpoint's architecture. ``--json`` prints the same as JSON. Text is fed
 to the models as it is in the files unless --moses and/or --bpe-codes preprocess it the way
 scripts/prepare_documents.py preprocessed the training data.
 
@@ -85,23 +85,25 @@ def preprocessed(items, args, source_lang, target_lang):
 
 
 def load(path, data, use_cuda):
+    """The checkpoint's model, its task, and its architecture's name (which labels its results)."""
     from fairseq import checkpoint_utils
 
     overrides = {"data": str(data)} if data else {}
-    (model,), _, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=overrides)
-    return (model.cuda() if use_cuda else model), task
+    (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=overrides)
+    return (model.cuda() if use_cuda else model), task, cfg.model._name
 
 
 def evaluate(path, data, items, args, use_cuda):
+    """(architecture, accuracy) of the checkpoint at ``path`` on ``items``."""
     from tqdm import tqdm
 
-    model, task = load(path, data, use_cuda)
+    model, task, architecture = load(path, data, use_cuda)
     model_items = preprocessed(items, args, task.cfg.source_lang, task.cfg.target_lang)
     scores = contrastive.score_items(
         model, task, model_items, max_tokens=args.max_tokens,
         progress=lambda batches: tqdm(batches, desc=f"scoring with {path}", disable=None, file=sys.stderr),
     )
-    return contrastive.accuracy(items, scores)
+    return architecture, contrastive.accuracy(items, scores)
 
 
 def distance_order(key):
@@ -164,11 +166,13 @@ def main(argv=None):
         items = read_items(args)
         if not items:
             raise contrastive.ContrastiveDataError(f"{args.files[0]}: no test items")
-        results = {"memory": evaluate(args.path, args.data, items, args, use_cuda)}
+        architecture, accuracy = evaluate(args.path, args.data, items, args, use_cuda)
+        results = {architecture: accuracy}
         if args.sentence_model:
-            results["sentence"] = evaluate(
+            architecture, accuracy = evaluate(
                 args.sentence_model, args.sentence_data or args.data, items, args, use_cuda
             )
+            results[f"{architecture} (--sentence-model)" if architecture in results else architecture] = accuracy
     except (contrastive.ContrastiveDataError, TextFileError) as error:
         sys.exit(f"error: {error}")
     if args.json:
