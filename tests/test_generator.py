@@ -1,5 +1,9 @@
-"""Document decoding: batching across documents changes nothing, and the memory stays fixed
-during a sentence's beam search and moves after it."""
+"""Document decoding: batching across documents changes nothing, the memory stays fixed during
+a sentence's beam search and moves after it, and options that would decode without the
+document's context are refused."""
+import argparse
+
+import pytest
 import torch
 
 from conftest import TINY_MODEL, batches, build, make_reads_nonzero
@@ -76,3 +80,12 @@ def test_memory_fixed_during_beam_search_and_updated_after(data_bin):
     for record in later:
         change_per_lane = (record["given"] - record["previous"]).abs().amax(dim=(0, 2))
         assert change_per_lane.min() > 1e-3, "a lane's memory did not move after its sentence"
+
+
+@pytest.mark.parametrize("unsupported", ["print_alignment", "score_reference"])
+def test_generation_options_without_document_context_are_refused_up_front(data_bin, unsupported):
+    """fairseq computes alignments (and reference scores) in a pass of its own, which would
+    not read the document's context: refused before anything is decoded."""
+    task, model, _, _ = build(data_bin, *TINY_MODEL)
+    with pytest.raises(NotImplementedError, match=f"--{unsupported.replace('_', '-')} is not supported"):
+        task.build_generator([model], argparse.Namespace(**{unsupported: "hard"}))

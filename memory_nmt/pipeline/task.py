@@ -263,7 +263,7 @@ class DocumentTranslationTask(TranslationTask):
             "tokens": torch.tensor([self.target_dictionary.eos()]),
             "score": torch.tensor(0.0),
             "attention": None,
-            "alignment": None,
+            "alignment": [],
             "positional_scores": torch.tensor([0.0]),
         }
 
@@ -272,6 +272,11 @@ class DocumentTranslationTask(TranslationTask):
             raise NotImplementedError(
                 "--score-reference is not supported by document_translation yet: "
                 "it would score every sentence as a document start"
+            )
+        if getattr(args, "print_alignment", False):
+            raise NotImplementedError(
+                "--print-alignment is not supported by document_translation yet: fairseq takes "
+                "alignments from a pass of its own, which would not read the document's context"
             )
         return super().build_generator(
             models, args, seq_gen_cls=seq_gen_cls or DocumentSequenceGenerator,
