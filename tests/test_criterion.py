@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from conftest import CONCAT, TINY_MODEL, batches, build, make_reads_nonzero
+from conftest import CONCAT, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
 from memory_nmt.pipeline.carry import CarryOrderError, CarryStore
 
 
@@ -169,3 +169,11 @@ def test_a_step_in_several_passes_trains_as_one_batch(data_bin, arch, max_tokens
                 assert torch.allclose(got, states[:, row][~expected.padding_mask[name][row]], atol=1e-6), name
     else:  # the previous sentences' tokens
         assert [[t.tolist() for t in row] for row in carried.source] == [[t.tolist() for t in row] for row in expected.source]
+
+
+def test_the_document_criterion_outside_the_document_task_is_refused(data_bin):
+    """Its batches are sentence steps of documents, which only the document task makes."""
+    with pytest.raises(ValueError, match="--criterion document_label_smoothed_cross_entropy trains "
+                                         "with --task document_translation"):
+        build(data_bin, "--arch", "transformer", *TINY_DIMS, "--criterion",
+              "document_label_smoothed_cross_entropy", task="translation")

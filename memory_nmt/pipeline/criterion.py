@@ -44,6 +44,14 @@ from .system import document_system
 )
 class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False):
+        from .task import DocumentTranslationTask  # the task module imports this one
+
+        if not isinstance(task, DocumentTranslationTask):
+            raise ValueError(
+                "--criterion document_label_smoothed_cross_entropy trains with --task "
+                "document_translation, whose batches are sentence steps of documents; with "
+                "another task use --criterion label_smoothed_cross_entropy"
+            )
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         self.carries = CarryStore()
 
