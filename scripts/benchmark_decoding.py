@@ -45,13 +45,13 @@ from fairseq import utils
 from fairseq.data import Dictionary, LanguagePairDataset
 from fairseq.models.transformer import TransformerModel
 from fairseq.sequence_generator import SequenceGenerator
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(SCRIPTS), SCRIPTS]
 from memory_nmt.pipeline.data import Document as DocumentSpan  # noqa: E402
 from memory_nmt.pipeline.data import DocumentDataset, plan_epoch  # noqa: E402
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
+from memory_nmt.pipeline.task import DocumentTranslationConfig, DocumentTranslationTask  # noqa: E402
 from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel  # noqa: E402
 from memory_nmt.evaluation.synthetic import generate_documents, generate_long_document  # noqa: E402
 from peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
@@ -141,7 +141,9 @@ def model_args(args):
 
 def build_models(args, src_dict, tgt_dict):
     """A plain transformer and a memory transformer of the same size, shared weights identical."""
-    task = TranslationTask(TranslationConfig(), src_dict, tgt_dict)
+    task = DocumentTranslationTask(
+        DocumentTranslationConfig(distributed_world_size=1, ddp_backend="legacy_ddp"), src_dict, tgt_dict
+    )
     torch.manual_seed(args.seed)
     plain = TransformerModel.build_model(model_args(args), task)
     memory = RecurrentMemoryTransformerModel.build_model(model_args(args), task)

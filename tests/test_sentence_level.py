@@ -1,13 +1,15 @@
 """fairseq's plain transformer in the document pipeline: every sentence translated alone, exactly
-as fairseq's own generator translates it, through the stock CLIs too."""
+as fairseq's own generator translates it, through the stock CLIs too; and the other way round,
+a document system outside the document task is refused."""
 import re
 
+import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from conftest import COMMON, PLUGIN, TINY_DIMS, batches, build, fairseq_command, run
+from conftest import CONCAT, COMMON, PLUGIN, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, run
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
-from memory_nmt.pipeline.system import SentenceLevel, document_system
+from memory_nmt.pipeline.system import DocumentSystemError, SentenceLevel, document_system
 
 
 def test_plain_transformer_decodes_in_document_batches_as_fairseq_does(data_bin):
@@ -40,3 +42,11 @@ def test_stock_clis_train_and_decode_it_in_the_document_task(data_bin, sentence_
     ]).stdout
     sentences = sum(1 for _ in open(data_bin / "test.en-de.docids"))
     assert sorted(int(i) for i in re.findall(r"^H-(\d+)\t", generated, re.M)) == list(range(sentences))
+
+
+@pytest.mark.parametrize("arch", [TINY_MODEL, CONCAT], ids=["memory", "concat"])
+def test_a_document_system_outside_the_document_task_is_refused(data_bin, arch):
+    """fairseq-generate --task translation with a document checkpoint would decode every sentence
+    without its context and say nothing."""
+    with pytest.raises(DocumentSystemError, match="translates documents: use --task document_translation"):
+        build(data_bin, *arch, task="translation")

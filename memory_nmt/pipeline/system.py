@@ -116,6 +116,20 @@ class DocumentSystem:
         return logits, extra
 
     @classmethod
+    def build_model(cls, args, task):
+        """fairseq's model, in the document task only: any other task would translate every
+        sentence without its context, and say nothing (fairseq-generate --task translation)."""
+        from .task import DocumentTranslationTask  # the task module imports this one
+
+        if not isinstance(task, DocumentTranslationTask):
+            raise DocumentSystemError(
+                f"{cls.__name__} translates documents: use --task document_translation, with the "
+                f"split's .docids (--task {getattr(task.cfg, '_name', None) or 'translation'} would "
+                "translate every sentence without its context)"
+            )
+        return super().build_model(args, task)
+
+    @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """fairseq's hub loading, returning a ``DocumentHubInterface`` (``hub.py``):
         ``translate_document(sentences)`` and ``translate_documents(documents)``."""
