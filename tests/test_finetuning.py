@@ -11,9 +11,9 @@ import torch
 from fairseq import checkpoint_utils, metrics
 from fairseq.trainer import Trainer
 
-import memory_nmt.systems.recurrent_memory.two_rate_schedule  # noqa: F401  registers the scheduler for the in-process tests
+import memory_nmt.systems.two_rate_schedule  # noqa: F401  registers the scheduler for the in-process tests
 from conftest import COMMON, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run
-from memory_nmt.systems.recurrent_memory.checkpoint_fit import CheckpointMismatchError
+from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
 
 # --lr 0 freezes the pretrained parameters: what the finetuned checkpoint holds for them is
 # what it started from at update 0.
@@ -160,12 +160,12 @@ def test_two_learning_rates_move_each_group_by_its_own(data_bin):
             assert logged.get_smoothed_value("lr_memory") == pytest.approx(following["memory"])
 
 
-def test_two_rate_schedule_needs_memory_parameters(data_bin):
+def test_two_rate_schedule_needs_context_parameters(data_bin):
     task, model, criterion, cfg = build(
         data_bin, "--arch", "transformer", *TINY_DIMS, "--optimizer", "adam", "--lr", "1e-3",
         "--lr-scheduler", "two_rate_inverse_sqrt", "--memory-lr", "1e-3", task="translation",
     )
-    with pytest.raises(ValueError, match="holds no memory parameters; use it with --arch transformer_recurrent_memory"):
+    with pytest.raises(ValueError, match="holds no parameters of a document system's own .*; use it with a document system's --arch"):
         Trainer(cfg, task, model, criterion).optimizer
 
 

@@ -2,7 +2,8 @@
 after each sentence by an Update Attention and read by the next sentence's Output Attention.
 
 ``memory.py`` the memory unit; ``layers.py`` the layers that read and record it; ``model.py``
-``transformer_recurrent_memory`` and its architectures; ``carry.py`` what a lane carries;
-``checkpoint_fit.py`` loading a sentence-level checkpoint into it; ``two_rate_schedule.py`` the
-``two_rate_inverse_sqrt`` scheduler for finetuning it.
+``transformer_recurrent_memory`` and its architectures; ``carry.py`` what a lane carries. The
+memory units' parameters are its context parameters (``systems/context_parameters.py``): a
+sentence-level checkpoint starts the model without them, and ``two_rate_inverse_sqrt`` gives them
+their own learning rate.
 """

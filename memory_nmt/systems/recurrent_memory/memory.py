@@ -21,7 +21,7 @@ from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositionalEmbedding
 from torch import Tensor, nn
 
-MEMORY_PARAM_GROUP = "memory"
+from ..context_parameters import tag_context_parameters
 
 
 class RecurrentMemory(nn.Module):
@@ -61,8 +61,7 @@ class RecurrentMemory(nn.Module):
         )
         nn.init.zeros_(self.read_attn.out_proj.weight)
         nn.init.zeros_(self.read_attn.out_proj.bias)
-        for parameter in self.parameters():
-            parameter.param_group = MEMORY_PARAM_GROUP  # fairseq's tag for per-group optimisation
+        tag_context_parameters(self)
 
     @property
     def memory_size(self) -> int:

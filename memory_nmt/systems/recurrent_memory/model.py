@@ -16,8 +16,8 @@ fairseq's ``SequenceGenerator`` hands it to the decoder at every beam step; beam
 moves an index of memory rows, not the memory (``reorder_encoder_out``).
 
 A checkpoint of fairseq's plain ``transformer`` loads into this model: the memory parameters it
-lacks keep their fresh initialisation (logged), and since the Output Attention starts at zero
-the model then computes exactly what the transformer computed.
+lacks keep their fresh initialisation (logged, ``systems/checkpoint_fit.py``), and since the
+Output Attention starts at zero the model then computes exactly what the transformer computed.
 """
 import re
 from typing import Dict, List, Optional
@@ -34,9 +34,9 @@ from fairseq.models.transformer import (
 from torch import Tensor
 
 from ...pipeline.system import DocumentSystem, SentenceContext
+from ..checkpoint_fit import FitsTransformerCheckpoints
 from ..sizes import small_transformer
 from .carry import MemoryCarry
-from .checkpoint_fit import check_complete, fit_checkpoint
 from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
 from .memory import RecurrentMemory
 
@@ -172,7 +172,7 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
 
 
 @register_model("transformer_recurrent_memory")
-class RecurrentMemoryTransformerModel(DocumentSystem, TransformerModel):
+class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints, TransformerModel):
     """Transformer with a recurrent memory in chosen layers (Feng et al., 2022)."""
 
     @classmethod
@@ -266,17 +266,6 @@ class RecurrentMemoryTransformerModel(DocumentSystem, TransformerModel):
                 **decoder_extra["memory_padding_mask"],
             },
         )
-
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        """Load a checkpoint: the memory parameters a plain transformer's lacks keep their
-        initialisation, and one that does not fit is refused, naming the parameter
-        (``checkpoint_fit.py``)."""
-        loaded = super().load_state_dict(
-            fit_checkpoint(self, state_dict), strict=False, model_cfg=model_cfg, args=args
-        )
-        if strict:
-            check_complete(loaded.missing_keys, loaded.unexpected_keys)
-        return loaded
 
 
 def recurrent_memory_base(args):

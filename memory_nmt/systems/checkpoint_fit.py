@@ -1,0 +1,141 @@
+"""How a checkpoint's parameters fit a document system: loading a sentence-level transformer into it.
+
+A checkpoint of fairseq's plain ``transformer`` (``--finetune-from-model``) lacks the system's
+context parameters (``context_parameters.py``): ``fit_checkpoint`` gives them their fresh
+initialisation and logs, by module, which parameters come from the checkpoint and which are new.
+A checkpoint of the same system must hold every context parameter this model has (other
+``--memory-layers`` or ``--memory-sides``, say, are refused by ``check_complete``, not filled
+in). A checkpoint that does not fit is refused with one line naming the parameter: a tensor of
+another shape (other dimensions, layers or dictionary), different tensors for parameters this
+model shares (a checkpoint trained without ``--share-all-embeddings`` or
+``--share-decoder-input-output-embed`` loaded into a model with it), or parameters one side lacks
+(``check_complete``). A checkpoint trained with shared embeddings loads into a model without:
+each copy gets the shared values.
+
+A system's model mixes in ``FitsTransformerCheckpoints`` before fairseq's ``TransformerModel``.
+"""
+import logging
+import re
+from collections import defaultdict
+from typing import Dict, Iterable, List
+
+import torch
+from torch import Tensor, nn
+
+from .context_parameters import context_modules, is_context_parameter
+
+logger = logging.getLogger(__name__)
+
+LAYER = re.compile(r"(.*\.layers)\.(\d+)\.")
+ARCHITECTURE_HINT = (
+    "build the model with the checkpoint's architecture options (embedding and feed-forward "
+    "dimensions, layers, heads, embedding sharing) and binarize the data with its dictionary"
+)
+
+
+class CheckpointMismatchError(ValueError):
+    """The checkpoint's parameters do not fit the model; the message names them."""
+
+
+class FitsTransformerCheckpoints:
+    """Mixed into a system's model: ``load_state_dict`` fits the checkpoint as described above."""
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """Load a checkpoint: the context parameters a plain transformer's lacks keep their
+        initialisation, and one that does not fit is refused, naming the parameter."""
+        loaded = super().load_state_dict(
+            fit_checkpoint(self, state_dict), strict=False, model_cfg=model_cfg, args=args
+        )
+        if strict:
+            check_complete(loaded.missing_keys, loaded.unexpected_keys, context_modules(self))
+        return loaded
+
+
+def fit_checkpoint(model: nn.Module, state_dict: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """The state dict to load into ``model``: ``state_dict`` plus fresh context parameters it lacks."""
+    own = model.state_dict()
+    check_shapes(own, state_dict)
+    check_shared(model, state_dict)
+    parameters = dict(model.named_parameters(remove_duplicate=False))
+    context = [key for key, parameter in parameters.items() if is_context_parameter(parameter)]
+    plain_transformer = not any(key in state_dict for key in context)
+    new = [key for key in context if plain_transformer]
+    modules = context_modules(model)
+    loaded = [key for key in parameters if key in state_dict]
+    logger.info("parameters loaded from the checkpoint: %s", describe(loaded, modules))
+    if new:
+        logger.info("new parameters (not in the checkpoint), freshly initialised: %s", describe(new, modules))
+    return {**state_dict, **{key: own[key] for key in new}}
+
+
+def check_shapes(own: Dict[str, Tensor], state_dict: Dict[str, Tensor]):
+    mismatched = [
+        key for key, value in state_dict.items()
+        if key in own and torch.is_tensor(value) and value.shape != own[key].shape
+    ]
+    if mismatched:
+        key = mismatched[0]
+        others = f" (and {len(mismatched) - 1} more tensors)" if len(mismatched) > 1 else ""
+        raise CheckpointMismatchError(
+            f"checkpoint parameter {key} has shape {tuple(state_dict[key].shape)}, but this "
+            f"model's has shape {tuple(own[key].shape)}{others}: {ARCHITECTURE_HINT}"
+        )
+
+
+def check_shared(model: nn.Module, state_dict: Dict[str, Tensor]):
+    """Parameters the model shares (one tensor, several names) need equal checkpoint tensors."""
+    names_of = defaultdict(list)
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        if name in state_dict:
+            names_of[id(parameter)].append(name)
+    for names in names_of.values():
+        first = state_dict[names[0]]
+        differing = [name for name in names[1:] if not torch.equal(state_dict[name], first)]
+        if differing:
+            raise CheckpointMismatchError(
+                f"this model shares {names[0]} and {differing[0]}, but the checkpoint has "
+                "different tensors for them: it was trained without --share-all-embeddings "
+                "(or --share-decoder-input-output-embed); leave that option out here too"
+            )
+
+
+def check_complete(missing_keys: List[str], unexpected_keys: List[str], modules: Iterable[str] = ()):
+    """After a non-strict load: refuse parameters the checkpoint lacks or the model has no place for."""
+    if missing_keys:
+        raise CheckpointMismatchError(
+            f"the checkpoint lacks {describe(missing_keys, modules)}: {ARCHITECTURE_HINT}"
+        )
+    if unexpected_keys:
+        raise CheckpointMismatchError(
+            f"this model has no place for the checkpoint's {describe(unexpected_keys, modules)}: {ARCHITECTURE_HINT}"
+        )
+
+
+def describe(keys: Iterable[str], modules: Iterable[str] = ()) -> str:
+    """``N tensors: module, module, ...``: a key inside one of ``modules`` (context modules) by that
+    module, the layers of a stack as index ranges (``encoder.layers.0-5``), others by their module."""
+    keys, modules = list(keys), list(modules)
+    layers, names = defaultdict(list), {}
+    for key in keys:
+        owner = next((module for module in modules if key.startswith(module + ".")), None)
+        layer = LAYER.match(key)
+        if owner is not None:
+            names[owner] = None
+        elif layer:
+            names.setdefault(layer.group(1), None)
+            layers[layer.group(1)].append(int(layer.group(2)))
+        else:
+            names[key.rsplit(".", 1)[0]] = None
+    described = [f"{name}.{index_ranges(layers[name])}" if name in layers else name for name in names]
+    return f"{len(keys)} tensors: {', '.join(described)}"
+
+
+def index_ranges(indices: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
+    ranges: List[List[int]] = []
+    for index in sorted(set(indices)):
+        if ranges and index == ranges[-1][1] + 1:
+            ranges[-1][1] = index
+        else:
+            ranges.append([index, index])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
