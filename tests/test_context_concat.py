@@ -214,7 +214,7 @@ def test_context_is_cut_oldest_first_to_fit_the_positions(data_bin, caplog):
     assert source.tolist() == torch.cat([middle, newest, sentence(40, 5)]).tolist()  # 14 of 15 positions
     prefix = unpadded(context.inputs["target_prefix"], pad)[0]
     assert prefix.tolist() == [eos, *middle.tolist(), *newest.tolist()]  # 10 tokens + 8 of room + 1 < 20
-    assert model.context_cuts == 2
+    assert model.context_cuts.count == 2
     for _ in range(4):
         model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=8)
     cuts_logged = [re.search(r"context cut (\d+) times", r.getMessage()) for r in caplog.records]

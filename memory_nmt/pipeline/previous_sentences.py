@@ -5,14 +5,18 @@ sentences of its document, oldest first, each a 1-D tensor of token ids ending w
 without padding: the source as binarized, the target as the reference in training and as the
 chosen hypothesis in decoding (``generator.py``). A document's first sentence has none, and a
 lane starts empty, so the sentences never come from another document. Systems that read earlier
-sentences (the concatenation model) read them with ``of_rows`` and carry them on with ``after``.
+sentences (the concatenation model) read them with ``of_rows`` and carry them on with ``after``,
+and cut them to the positions the model has room for with a ``ContextCuts``.
 """
+import logging
 from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from .carry import Carry
+
+logger = logging.getLogger(__name__)
 
 Sentences = Tuple[Tensor, ...]
 
@@ -73,3 +77,30 @@ class PreviousSentences(Carry):
             [last((*source, new), source_count) for (source, _), new in zip(previous, sources)],
             [last((*target, new), target_count) for (_, target), new in zip(previous, targets)],
         )
+
+
+class ContextCuts:
+    """Earlier sentences cut to a budget of tokens, the oldest first, and the cuts counted in
+    ``count`` and logged with the count at the 1st, 10th, 100th, ... cut."""
+
+    def __init__(self):
+        self.count = 0
+
+    def fitting(self, sentences: Sentences, budget: int) -> List[Tensor]:
+        """The most recent of ``sentences`` whose tokens fit ``budget``; older ones are cut."""
+        kept, used = [], 0
+        for sentence in reversed(sentences):
+            if used + sentence.numel() > budget:
+                self.count += 1
+                if str(self.count).rstrip("0") == "1":
+                    logger.warning(
+                        "context cut %d times so far: the latest, a context sentence of %d tokens, "
+                        "did not fit the model's positions beside the current sentence (%d of %d "
+                        "tokens left), so it and any older context were left out; raise "
+                        "--max-source-positions / --max-target-positions to keep them",
+                        self.count, sentence.numel(), budget - used, budget,
+                    )
+                break
+            kept.append(sentence)
+            used += sentence.numel()
+        return kept[::-1]

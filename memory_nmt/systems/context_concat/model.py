@@ -26,14 +26,13 @@ the model's positions: ``--max-source-positions`` for the source, and for the ta
 ``--max-target-positions`` less the room the current translation may take (its reference's
 length in training, the generator's length limit in decoding). The current sentence is never
 cut (the task refuses a sentence longer than the positions). Cuts are counted in
-``context_cuts`` and logged with the count at the 1st, 10th, 100th, ... cut.
+``context_cuts`` and logged with the count at the 1st, 10th, 100th, ... cut (``ContextCuts``).
 
 Decoding: the target prefix is fed once per sentence, at the first beam step, filling the
 decoder's incremental state (self-attention keys and values of every prefix token; padded ones
 masked); each later step feeds one token, as fairseq does. Prefixes differ in length from row to
 row, so positions count a row's real tokens, in decoding as in training.
 """
-import logging
 from contextlib import contextmanager
 from typing import Dict, List, Optional
 
@@ -49,11 +48,9 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
-from ...pipeline.previous_sentences import PreviousSentences, unpadded
+from ...pipeline.previous_sentences import ContextCuts, PreviousSentences, unpadded
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ..sizes import small_transformer
-
-logger = logging.getLogger(__name__)
 
 
 class ContextConcatEncoder(TransformerEncoderBase):
@@ -181,7 +178,7 @@ class ContextConcatTransformerModel(DocumentSystem, TransformerModel):
         super().__init__(args, encoder, decoder)
         self.source_context = args.source_context
         self.target_context = args.target_context
-        self.context_cuts = 0
+        self.context_cuts = ContextCuts()
 
     @classmethod
     def add_args(cls, parser):
@@ -227,35 +224,16 @@ class ContextConcatTransformerModel(DocumentSystem, TransformerModel):
         if self.source_context:
             limit = self.encoder.max_positions()
             rows = [
-                torch.cat([*self._fitting(context, limit - sentence.numel()), sentence])
+                torch.cat([*self.context_cuts.fitting(context, limit - sentence.numel()), sentence])
                 for (context, _), sentence in zip(previous, unpadded(net_input["src_tokens"], pad))
             ]
             inputs["source_with_context"] = data_utils.collate_tokens(rows, pad, eos, left_pad=True)
         if self.target_context:
             start = net_input["src_tokens"].new_full((1,), eos)
             budget = self.decoder.max_positions() - target_room - 1
-            rows = [torch.cat([start, *self._fitting(context, budget)]) for _, context in previous]
+            rows = [torch.cat([start, *self.context_cuts.fitting(context, budget)]) for _, context in previous]
             inputs["target_prefix"] = data_utils.collate_tokens(rows, pad, eos, left_pad=False)
         return SentenceContext(inputs=inputs, kept=previous)
-
-    def _fitting(self, sentences, budget: int) -> List[Tensor]:
-        """The most recent of ``sentences`` whose tokens fit ``budget``; older ones are cut."""
-        kept, used = [], 0
-        for sentence in reversed(sentences):
-            if used + sentence.numel() > budget:
-                self.context_cuts += 1
-                if str(self.context_cuts).rstrip("0") == "1":  # the 1st, 10th, 100th, ... cut
-                    logger.warning(
-                        "context cut %d times so far: the latest, a context sentence of %d tokens, "
-                        "did not fit the model's positions beside the current sentence (%d of %d "
-                        "tokens left), so it and any older context were left out; raise "
-                        "--max-source-positions / --max-target-positions to keep them",
-                        self.context_cuts, sentence.numel(), budget - used, budget,
-                    )
-                break
-            kept.append(sentence)
-            used += sentence.numel()
-        return kept[::-1]
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> PreviousSentences:
         """Each lane's previous sentences, with this sentence and its translation added."""
