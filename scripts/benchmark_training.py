@@ -175,7 +175,7 @@ def contents(sample, pad) -> dict:
         for tokens in (batch["net_input"]["src_tokens"], batch["target"]):
             counts["real"] += int(tokens.ne(pad).sum())
             counts["padded"] += tokens.numel()
-        counts["target"] += int(batch["target"].ne(pad).sum())
+        counts["target"] += batch["ntokens"]
     return counts
 
 

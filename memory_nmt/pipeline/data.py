@@ -109,6 +109,24 @@ def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[Li
     return sum(cost(*segment) for segment in segments), [order[start:end] for start, end in segments]
 
 
+class _OpenStep:
+    """One step of the group being filled: its rows' widths so far, and what one more costs."""
+
+    def __init__(self):
+        self.widths: List[int] = []
+        self.widest = 0
+
+    def cost_with(self, width: int, max_passes: int) -> int:
+        """The step's padded tokens with one more row of ``width`` tokens."""
+        if max_passes == 1:  # one padded batch: as cheap to tell as the widest row (groups fill fast)
+            return (len(self.widths) + 1) * max(self.widest, width)
+        return forward_passes(self.widths + [width], max_passes)[0]
+
+    def add(self, width: int):
+        self.widths.append(width)
+        self.widest = max(self.widest, width)
+
+
 def read_docids(path: str, num_sentences: int) -> List[Document]:
     """Read a docids file and check it against the ``num_sentences`` of the binarized split."""
     if not os.path.exists(path):
@@ -277,7 +295,7 @@ class DocumentDataset(FairseqDataset):
             raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
         ordered = sorted(self.documents, key=lambda d: (-d.length, d.first))
         groups: List[List[Document]] = []
-        widths: List[List[int]] = []  # the widths of the open group's sentences at each step
+        steps: List[_OpenStep] = []  # of the open group
         for document in ordered:
             tokens = self.step_tokens(document, context, max_positions)
             if max_tokens is not None and max(tokens) > max_tokens:
@@ -289,17 +307,13 @@ class DocumentDataset(FairseqDataset):
                 )
             fits = bool(groups) and (max_sentences is None or len(groups[-1]) < max_sentences)
             if fits and max_tokens is not None:  # the document is the group's shortest: steps 0..len-1
-                fits = all(
-                    forward_passes(widths[t] + [width], max_passes)[0] <= max_tokens
-                    for t, width in enumerate(tokens)
-                )
-            if fits:
-                groups[-1].append(document)
-                for t, width in enumerate(tokens):
-                    widths[t].append(width)
-            else:
-                groups.append([document])
-                widths = [[width] for width in tokens]
+                fits = all(steps[t].cost_with(width, max_passes) <= max_tokens for t, width in enumerate(tokens))
+            if not fits:
+                groups.append([])
+                steps = [_OpenStep() for _ in tokens]
+            groups[-1].append(document)
+            for step, width in zip(steps, tokens):
+                step.add(width)
         return groups
 
     def group_steps(
