@@ -29,6 +29,8 @@ lane each. Step t feeds context sentence t of every lane, teacher-forced on its 
 translation, and carries what the system carries in training (``pipeline/system.py``:
 ``sentence_context``, then ``carry_out``); the last step feeds the current sentence once per
 candidate, each row reading its item's context (``carry.select`` with the lane repeated). A
+system that reads whole chunks (``pipeline/chunks.py``) reads the item as one chunk: its last
+context sentences that fit a chunk beside the current sentence, and the current sentence. A
 candidate's score is the sum of the log-probabilities of its tokens and the end of sentence
 (fairseq's convention; no length normalisation, as in ContraPro's evaluation). A sentence-level
 model (a plain ``transformer``) scores the candidates with no context at all.
@@ -42,6 +44,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 from fairseq.data import data_utils
 
+from ..pipeline.chunks import chunk_inputs
 from ..pipeline.previous_sentences import last
 from ..pipeline.system import document_system
 
@@ -336,9 +339,13 @@ def _batches(encoded: List[_EncodedItem], order: Iterable[int], max_tokens: int,
         yield batch
 
 
-def _run_step(model, system, task, carry, sources, targets):
-    """One teacher-forced sentence step of the system: (decoder output, carry out)."""
+def _run_step(model, system, task, carry, sources, targets, chunks=None):
+    """One teacher-forced sentence step of the system: (decoder output, carry out). ``chunks``:
+    for a system that reads whole chunks, (each row's sentence index in its chunk, each row's
+    chunk where it starts one, else None)."""
     net_input, target = _collate(task, sources, targets)
+    if chunks is not None:
+        net_input.update(chunk_inputs(*chunks, task.source_dictionary.pad()))
     lanes = torch.arange(len(sources))
     context = system.sentence_context(carry, lanes, None, net_input, target_room=target.size(1) - 1)
     output = model(**net_input, **context.inputs)
@@ -356,18 +363,31 @@ def _candidate_scores(model, output, target, pad) -> torch.Tensor:
 def _score_batch(model, task, batch: List[_EncodedItem]) -> List[List[float]]:
     system = document_system(model)
     carry = None
-    if system.reads_context:
-        for step in range(len(batch[0].context)):
-            _, _, carry = _run_step(
-                model, system, task, carry,
-                [item.context[step][0] for item in batch], [item.context[step][1] for item in batch],
-            )
+    steps = len(batch[0].context) if system.reads_context else 0
+    chunk_sentences = system.chunk_sentences()
+    first = max(0, steps - chunk_sentences + 1) if chunk_sentences is not None else 0
+
+    def chunks(step, rows):
+        """The chunk inputs of ``step`` (None for a system without chunks), ``rows`` the items' lanes."""
+        if chunk_sentences is None:
+            return None
+        starts = [[*(s for s, _ in batch[lane].context[first:]), batch[lane].source] for lane in rows]
+        return [step - first] * len(rows), starts if step == first else [None] * len(rows)
+
+    lanes = list(range(len(batch)))
+    for step in range(first, steps):
+        _, _, carry = _run_step(
+            model, system, task, carry,
+            [item.context[step][0] for item in batch], [item.context[step][1] for item in batch],
+            chunks(step, lanes),
+        )
     repeated = [lane for lane, item in enumerate(batch) for _ in item.candidates]
     if carry is not None:
         carry = carry.select(torch.tensor(repeated))
     output, target, _ = _run_step(
         model, system, task, carry,
         [batch[lane].source for lane in repeated], [c for item in batch for c in item.candidates],
+        chunks(steps, repeated),
     )
     scores = _candidate_scores(model, output, target, task.target_dictionary.pad()).tolist()
     out, start = [], 0

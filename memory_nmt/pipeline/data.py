@@ -23,6 +23,12 @@ similar-length rows (``forward_passes``): its padded tokens, which --max-tokens 
 those of its passes together, so a group takes more lanes. A step's rows stay one step for the
 carry and the gradient (``criterion.py``); only the padding changes.
 
+Systems that read a whole chunk's source (``chunks.py``) see chunks of their documents as the
+documents: lanes hold chunks. Their training batches hold whole chunks (one step a group, every
+sentence of its chunks a row, ``whole_chunk_groups``); their other batches are sentence steps as
+above, each row telling its sentence's index in its chunk, and a chunk's first sentence bringing
+the source of the whole chunk.
+
 For data-parallel training, whole groups are dealt to workers (longest first, each to the
 worker with the fewest steps so far), so every document lands in exactly one lane of one
 worker; a worker with fewer items gets empty ones at the end, which fairseq turns into
@@ -43,6 +49,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 from fairseq.data import FairseqDataset, data_utils
+
+from .chunks import chunk_inputs, cut_into_chunks
 
 
 class DocumentDataError(ValueError):
@@ -72,6 +80,8 @@ class SentenceStep:
     sentences: Tuple[int, ...]  # dataset indices, one per lane still in its document
     lanes: Tuple[int, ...]
     passes: Tuple[Tuple[int, ...], ...] = ()  # positions in ``sentences`` per forward pass; () is one
+    chunk_positions: Tuple[int, ...] = ()  # chunked systems: each sentence's index in its chunk
+    chunk_starts: Tuple[Tuple[int, ...], ...] = ()  # chunked sentence steps: per row, its chunk's sentences where it starts it
 
 
 def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[List[int]]]:
@@ -110,20 +120,20 @@ def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[Li
 
 
 class _OpenStep:
-    """One step of the group being filled: its rows' widths so far, and what one more costs."""
+    """One step of the group being filled: its rows' widths so far, and what more rows cost."""
 
     def __init__(self):
         self.widths: List[int] = []
         self.widest = 0
 
-    def cost_with(self, width: int, max_passes: int) -> int:
-        """The step's padded tokens with one more row of ``width`` tokens."""
+    def cost_with(self, width: int, max_passes: int, rows: int = 1) -> int:
+        """The step's padded tokens with ``rows`` more rows of ``width`` tokens."""
         if max_passes == 1:  # one padded batch: as cheap to tell as the widest row (groups fill fast)
-            return (len(self.widths) + 1) * max(self.widest, width)
-        return forward_passes(self.widths + [width], max_passes)[0]
+            return (len(self.widths) + rows) * max(self.widest, width)
+        return forward_passes(self.widths + [width] * rows, max_passes)[0]
 
-    def add(self, width: int):
-        self.widths.append(width)
+    def add(self, width: int, rows: int = 1):
+        self.widths.extend([width] * rows)
         self.widest = max(self.widest, width)
 
 
@@ -288,16 +298,30 @@ class DocumentDataset(FairseqDataset):
         context: Tuple[int, int] = (0, 0),
         max_positions=None,
         max_passes: int = 1,
+        chunk_sentences: Optional[int] = None,
     ) -> List[List[Document]]:
-        """Fill groups with documents of similar length, longest first, within the limits
-        (each step's padded tokens in at most ``max_passes`` forward passes)."""
+        """Fill groups with documents (or their chunks of at most ``chunk_sentences``) of similar
+        length, longest first, within the limits (each step's padded tokens in at most
+        ``max_passes`` forward passes)."""
         if max_tokens is None and max_sentences is None:
             raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
-        ordered = sorted(self.documents, key=lambda d: (-d.length, d.first))
+        documents = cut_into_chunks(self.documents, chunk_sentences) if chunk_sentences else self.documents
+        ordered = sorted(documents, key=lambda d: (-d.length, d.first))
         groups: List[List[Document]] = []
         steps: List[_OpenStep] = []  # of the open group
         for document in ordered:
             tokens = self.step_tokens(document, context, max_positions)
+            # a chunk's first step encodes all its sentences: as many rows, as wide as its widest
+            rows = [document.length if chunk_sentences and t == 0 else 1 for t in range(document.length)]
+            if chunk_sentences and max_tokens is not None and document.length * max(tokens) > max_tokens:
+                raise DocumentDataError(
+                    f"the chunk of {document.length} sentences from {self._describe(document.first)} "
+                    f"takes {document.length * max(tokens)} padded tokens when its first sentence is "
+                    f"translated (the whole chunk is encoded then), more than --max-tokens {max_tokens}; "
+                    "raise --max-tokens or lower --chunk-sentences"
+                )
+            if chunk_sentences:
+                tokens[0] = max(tokens)
             if max_tokens is not None and max(tokens) > max_tokens:
                 index = document.first + int(np.argmax(tokens))
                 with_context = " with the previous sentences its system reads" if context != (0, 0) else ""
@@ -307,14 +331,63 @@ class DocumentDataset(FairseqDataset):
                 )
             fits = bool(groups) and (max_sentences is None or len(groups[-1]) < max_sentences)
             if fits and max_tokens is not None:  # the document is the group's shortest: steps 0..len-1
-                fits = all(steps[t].cost_with(width, max_passes) <= max_tokens for t, width in enumerate(tokens))
+                fits = all(
+                    steps[t].cost_with(width, max_passes, rows[t]) <= max_tokens for t, width in enumerate(tokens)
+                )
             if not fits:
                 groups.append([])
                 steps = [_OpenStep() for _ in tokens]
             groups[-1].append(document)
-            for step, width in zip(steps, tokens):
-                step.add(width)
+            for step, width, step_rows in zip(steps, tokens, rows):
+                step.add(width, step_rows)
         return groups
+
+    def whole_chunk_groups(
+        self, max_tokens: Optional[int], max_sentences: Optional[int], chunk_sentences: int
+    ) -> List[List[Document]]:
+        """Fill groups with the documents' chunks of at most ``chunk_sentences``, each group one
+        batch with a row per sentence: at most ``max_sentences`` rows, whose padded tokens (rows
+        times the widest) stay within ``max_tokens``. Chunks of similar widths go together."""
+        if max_tokens is None and max_sentences is None:
+            raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
+        widths = {
+            chunk: [int(self.pairs.num_tokens(index)) for index in range(chunk.first, chunk.first + chunk.length)]
+            for chunk in cut_into_chunks(self.documents, chunk_sentences)
+        }
+        ordered = sorted(widths, key=lambda c: (-max(widths[c]), -c.length, c.first))
+        groups: List[List[Document]] = []
+        rows = widest = 0
+        for chunk in ordered:
+            chunk_widest = max(widths[chunk])
+            if (max_sentences is not None and chunk.length > max_sentences) or (
+                max_tokens is not None and chunk.length * chunk_widest > max_tokens
+            ):
+                index = chunk.first + int(np.argmax(widths[chunk]))
+                raise DocumentDataError(
+                    f"the chunk of {chunk.length} sentences from {self._describe(chunk.first)} does not "
+                    f"fit one batch (its widest sentence, {self._describe(index)}, has {chunk_widest} "
+                    f"tokens; a training batch holds whole chunks): raise --max-tokens / --batch-size "
+                    "or lower --chunk-sentences"
+                )
+            fits = bool(groups) and (max_sentences is None or rows + chunk.length <= max_sentences) and (
+                max_tokens is None or (rows + chunk.length) * max(widest, chunk_widest) <= max_tokens
+            )
+            if not fits:
+                groups.append([])
+                rows = widest = 0
+            groups[-1].append(chunk)
+            rows, widest = rows + chunk.length, max(widest, chunk_widest)
+        return groups
+
+    def whole_chunk_step(self, group_index: int, group: List[Document]) -> SentenceStep:
+        """The one batch of a group of whole chunks: every sentence a row, a chunk's rows in its lane."""
+        rows = [(lane, t) for lane, chunk in enumerate(group) for t in range(chunk.length)]
+        return SentenceStep(
+            StepPosition(self.stream, group_index, 0, ends_group=True),
+            sentences=tuple(group[lane].first + t for lane, t in rows),
+            lanes=tuple(lane for lane, _ in rows),
+            chunk_positions=tuple(t for _, t in rows),
+        )
 
     def group_steps(
         self,
@@ -323,9 +396,11 @@ class DocumentDataset(FairseqDataset):
         context: Tuple[int, int] = (0, 0),
         max_positions=None,
         max_passes: int = 1,
+        chunked: bool = False,
     ) -> List[SentenceStep]:
         """The batches of one group: step t holds sentence t of every document that long, in
-        up to ``max_passes`` forward passes (widths as ``groups`` counted them)."""
+        up to ``max_passes`` forward passes (widths as ``groups`` counted them). With
+        ``chunked``, the documents are chunks: step 0 brings each chunk's sentences."""
         steps = []
         length = max(document.length for document in group)
         widths = [self.step_tokens(document, context, max_positions) for document in group]
@@ -338,6 +413,10 @@ class DocumentDataset(FairseqDataset):
                     sentences=tuple(group[lane].first + t for lane in lanes),
                     lanes=tuple(lanes),
                     passes=tuple(tuple(rows) for rows in passes) if len(passes) > 1 else (),
+                    chunk_positions=(t,) * len(lanes) if chunked else (),
+                    chunk_starts=tuple(
+                        tuple(range(group[lane].first, group[lane].first + group[lane].length)) for lane in lanes
+                    ) if chunked and t == 0 else (),
                 )
             )
         return steps
@@ -357,9 +436,18 @@ class DocumentDataset(FairseqDataset):
 
     def collate_rows(self, step: SentenceStep, sentences: Sequence[int], lanes: Sequence[int]) -> dict:
         batch = self.pairs.collater([self.pairs[index] for index in sentences])
+        ids = batch["id"].tolist()
         lane_of = dict(zip(sentences, lanes))
-        batch["lanes"] = torch.tensor([lane_of[index] for index in batch["id"].tolist()])
+        batch["lanes"] = torch.tensor([lane_of[index] for index in ids])
         batch["position"] = step.position
+        if step.chunk_positions:
+            position_of = dict(zip(step.sentences, step.chunk_positions))
+            start_of = dict(zip(step.sentences, step.chunk_starts))
+            batch["net_input"].update(chunk_inputs(
+                [position_of[index] for index in ids],
+                [[self.pairs[j]["source"] for j in start_of[index]] if index in start_of else None for index in ids],
+                self.pairs.src_dict.pad(),
+            ))
         return batch
 
 
@@ -370,17 +458,17 @@ def side_limits(max_positions) -> Tuple[Optional[int], Optional[int]]:
     return max_positions, max_positions
 
 
-def deal_to_shards(groups: List[List[Document]], num_shards: int) -> List[List[int]]:
-    """Group indices per shard: longest group first, each to the shard with the fewest steps."""
-    if len(groups) < num_shards:
+def deal_to_shards(steps: List[int], num_shards: int) -> List[List[int]]:
+    """Group indices per shard, given each group's number of ``steps``: longest group first,
+    each to the shard with the fewest steps."""
+    if len(steps) < num_shards:
         raise DocumentDataError(
-            f"{len(groups)} document groups cannot feed {num_shards} workers: every worker "
+            f"{len(steps)} document groups cannot feed {num_shards} workers: every worker "
             "needs a document of each split; use fewer workers"
         )
     shards: List[List[int]] = [[] for _ in range(num_shards)]
     load = [0] * num_shards
-    steps = [max(d.length for d in group) for group in groups]
-    for index in sorted(range(len(groups)), key=lambda i: (-steps[i], i)):
+    for index in sorted(range(len(steps)), key=lambda i: (-steps[i], i)):
         shard = min(range(num_shards), key=lambda s: (load[s], s))
         shards[shard].append(index)
         load[shard] += steps[index]
@@ -456,28 +544,41 @@ def plan_epoch(
     context: Tuple[int, int] = (0, 0),
     max_positions=None,
     max_passes: int = 1,
+    chunk_sentences: Optional[int] = None,
+    whole_chunks: bool = False,
 ) -> EpochItems:
     """The items worker ``shard_id`` sees in ``epoch``; ``window`` None means one step an item.
     ``context`` and ``max_positions`` size the steps (``DocumentDataset.step_tokens``), which go
-    through the model in up to ``max_passes`` forward passes each."""
-    groups = dataset.groups(max_tokens, max_sentences, context, max_positions, max_passes)
-    if len(groups) < num_shards:  # a small split: fewer lanes per group, so every worker has one
-        lanes = max(1, len(dataset.documents) // num_shards)
-        groups = dataset.groups(
-            max_tokens, min(lanes, max_sentences or lanes), context, max_positions, max_passes
-        )
+    through the model in up to ``max_passes`` forward passes each. ``chunk_sentences``: the
+    documents are cut into chunks (``chunks.py``), which go whole into one batch each group
+    with ``whole_chunks``, else sentence step by sentence step."""
+    if whole_chunks:
+        groups = dataset.whole_chunk_groups(max_tokens, max_sentences, chunk_sentences)
+    else:
+        groups = dataset.groups(max_tokens, max_sentences, context, max_positions, max_passes, chunk_sentences)
+        if len(groups) < num_shards:  # a small split: fewer lanes per group, so every worker has one
+            lanes = max(1, len(dataset.documents) // num_shards)
+            groups = dataset.groups(
+                max_tokens, min(lanes, max_sentences or lanes), context, max_positions, max_passes, chunk_sentences
+            )
     per_shard = []
-    for shard, group_indices in enumerate(deal_to_shards(groups, num_shards)):
+    steps = [1 if whole_chunks else max(d.length for d in group) for group in groups]
+    for shard, group_indices in enumerate(deal_to_shards(steps, num_shards)):
         items: List[List[SentenceStep]] = []
         with data_utils.numpy_seed(seed, epoch, shard):
             if window is not None:
                 group_indices = list(np.random.permutation(group_indices))
             for g in group_indices:
-                steps = dataset.group_steps(int(g), groups[g], context, max_positions, max_passes)
-                if window is None:
-                    items.extend([step] for step in steps)
+                if whole_chunks:
+                    group_steps = [dataset.whole_chunk_step(int(g), groups[g])]
                 else:
-                    items.extend(windows_of(steps, window, np.random))
+                    group_steps = dataset.group_steps(
+                        int(g), groups[g], context, max_positions, max_passes, chunked=chunk_sentences is not None
+                    )
+                if window is None:
+                    items.extend([step] for step in group_steps)
+                else:
+                    items.extend(windows_of(group_steps, window, np.random))
         per_shard.append(items)
     longest = max(len(items) for items in per_shard)
     own = per_shard[shard_id]

@@ -8,19 +8,30 @@ open document (a lane) or starts a new one; an empty line closes the open docume
 empty translation, so the output stays aligned with the input. Within a buffer, batch r holds
 the r-th line of each document in it (documents in several buffers carry their context over);
 the empty lines come last, in a batch of their own. As fairseq-interactive passes only the
-source tokens to ``inference_step``, the session queues each batch's lanes as the collater
-makes it, and the task takes them back, in order, for the generator. ``--max-tokens`` bounds a
+source tokens to ``inference_step``, the session queues each batch's lanes (and chunk inputs) as
+the collater makes it, and the task takes them back, in order, for the generator. ``--max-tokens`` bounds a
 batch's current lines; the context a system prepends to them (``system.py``) comes on top. A line
 longer than the model's source positions is refused with its line number, as in a split.
+
+A system that reads a whole chunk's source before translating its first sentence (``chunks.py``)
+gets its chunks from the buffers: a chunk ends after ``chunk_sentences`` lines of its document, and
+also where a buffer ends, since the lines after it are not read yet. So with fairseq-interactive's
+default ``--buffer-size 1`` every line is a chunk of its own (no context); give a ``--buffer-size``
+of at least the document's length to translate it as fairseq-generate does (the hub places all
+its documents at once). The first chunk cut by a buffer's end is logged.
 """
+import logging
 from collections import deque
-from dataclasses import dataclass
-from typing import List, Optional
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
 
 import torch
 from fairseq.data import FairseqDataset
 
+from .chunks import chunk_inputs
 from .data import DocumentDataError, side_limits
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class BatchLanes:
     lanes: torch.Tensor
     continues: torch.Tensor
     document_ends: bool  # a batch of empty lines
+    chunks: Dict[str, torch.Tensor] = field(default_factory=dict)  # net_input's chunk entries (``chunks.py``)
 
 
 class InteractiveSession:
@@ -44,25 +56,48 @@ class InteractiveSession:
     def __init__(self):
         self.next_lane = 0
         self.open_lane: Optional[int] = None
-        self.closed_lanes: List[int] = []
+        self.open_lines = 0  # of the open lane
+        self.closed_lanes: List[int] = []  # documents (chunks) that ended in this buffer
+        self.finished_lanes: List[int] = []  # ... in earlier buffers: all their lines are translated
         self.pending = deque()
         self.lines_placed = 0
+        self.chunk_sentences: Optional[int] = None  # the model's, when it reads whole chunks
+        self.chunk_cut_by_buffer = False
 
     def place(self, lines: List[str]) -> List[Placement]:
+        """Each line's lane, in the order given (one buffer of fairseq-interactive's)."""
+        self.finished_lanes += self.take_closed_lanes()
+        if self.chunk_sentences is not None and self.open_lane is not None:
+            if not self.chunk_cut_by_buffer:
+                logger.warning(
+                    "document goes on past fairseq-interactive's buffer at input line %d: its chunk "
+                    "ends there (the model reads a whole chunk before translating it) and the "
+                    "document goes on in a new chunk; a --buffer-size of at least %d lines keeps "
+                    "chunks whole", self.lines_placed, self.chunk_sentences,
+                )
+                self.chunk_cut_by_buffer = True
+            self.finished_lanes.append(self.open_lane)
+            self.open_lane = None
         placements = []
         for line in lines:
             self.lines_placed += 1
             if not line.strip():
-                if self.open_lane is not None:
-                    self.closed_lanes.append(self.open_lane)
-                self.open_lane = None
+                self._close_open_lane()
                 placements.append(Placement(None, False, self.lines_placed))
                 continue
+            if self.open_lane is not None and self.open_lines == self.chunk_sentences:
+                self._close_open_lane()  # the chunk is full: the document goes on in a new one
             continues = self.open_lane is not None
             if not continues:
-                self.open_lane, self.next_lane = self.next_lane, self.next_lane + 1
+                self.open_lane, self.next_lane, self.open_lines = self.next_lane, self.next_lane + 1, 0
+            self.open_lines += 1
             placements.append(Placement(self.open_lane, continues, self.lines_placed))
         return placements
+
+    def _close_open_lane(self):
+        if self.open_lane is not None:
+            self.closed_lanes.append(self.open_lane)
+        self.open_lane = None
 
     def take(self, rows: int) -> BatchLanes:
         if not self.pending:
@@ -76,6 +111,11 @@ class InteractiveSession:
         closed, self.closed_lanes = self.closed_lanes, []
         return closed
 
+    def take_finished_lanes(self) -> List[int]:
+        """Lanes that ended in earlier buffers: what they carry can be forgotten at any batch."""
+        finished, self.finished_lanes = self.finished_lanes, []
+        return finished
+
 
 class InteractiveLines(FairseqDataset):
     """One buffer of lines (``pairs``: fairseq's dataset of them) placed in documents."""
@@ -85,6 +125,10 @@ class InteractiveLines(FairseqDataset):
         self.pairs = pairs
         self.placements = placements
         self.session = session
+        self.segments = {}  # lane -> its lines in this buffer, in order
+        for line, placement in enumerate(placements):
+            if placement.lane is not None:
+                self.segments.setdefault(placement.lane, []).append(line)
 
     def __getitem__(self, index):
         return self.pairs[index]
@@ -108,13 +152,9 @@ class InteractiveLines(FairseqDataset):
 
     def batches(self, max_sentences: Optional[int], max_tokens: Optional[int]) -> List[List[int]]:
         """Line numbers per batch: round r holds the r-th line of each document, within limits."""
-        segments = {}
-        for line, placement in enumerate(self.placements):
-            if placement.lane is not None:
-                segments.setdefault(placement.lane, []).append(line)
         rounds = [
-            [segment[r] for segment in segments.values() if r < len(segment)]
-            for r in range(max((len(s) for s in segments.values()), default=0))
+            [segment[r] for segment in self.segments.values() if r < len(segment)]
+            for r in range(max((len(s) for s in self.segments.values()), default=0))
         ]
         ends = [line for line, placement in enumerate(self.placements) if placement.lane is None]
         batches = []
@@ -136,12 +176,21 @@ class InteractiveLines(FairseqDataset):
         batch = self.pairs.collater(samples)
         ids = batch["id"]
         placements = [self.placements[line] for line in ids.tolist()]
+        chunks = {}
+        if self.session.chunk_sentences is not None and placements[0].lane is not None:
+            segments = [self.segments[p.lane] for p in placements]
+            chunks = chunk_inputs(
+                [segment.index(line) for segment, line in zip(segments, ids.tolist())],
+                [None if p.continues else [self.pairs[i]["source"] for i in segment] for p, segment in zip(placements, segments)],
+                self.pairs.src_dict.pad(),
+            )
         self.session.pending.append(
             BatchLanes(
                 ids=ids,
                 lanes=torch.tensor([-1 if p.lane is None else p.lane for p in placements]),
                 continues=torch.tensor([p.continues for p in placements]),
                 document_ends=placements[0].lane is None,
+                chunks=chunks,
             )
         )
         return batch

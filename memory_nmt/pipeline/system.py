@@ -6,7 +6,9 @@ system two things:
 
 1. ``sentence_context(carry, lanes, continues, net_input, target_room)``: from what the rows'
    lanes carried in, the extra keyword inputs of the model's forward pass for this sentence
-   (``SentenceContext.inputs``: the memory to read, the previous sentences to prepend, ...);
+   (``SentenceContext.inputs``: the memory to read, the previous sentences to prepend, ...;
+   a system that reads whole chunks of its documents finds their source in ``net_input``,
+   ``chunks.py``);
 2. ``carry_out(context, lanes, net_input, target, encoder_out, decoder_extra)``: once the
    sentence is done (teacher-forced on the reference in training, decoded in generation), what
    the lanes carry on to their documents' next sentences (a ``Carry``, ``carry.py``).
@@ -19,6 +21,7 @@ every sentence translated alone in the same batches as the document systems.
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
+from fairseq.data import data_utils
 from fairseq.models import FairseqEncoderDecoderModel
 from torch import Tensor
 
@@ -48,6 +51,11 @@ class DocumentSystem:
         """How many previous (source, target) sentences a sentence's input holds besides its own,
         so that batches stay within --max-tokens (``data.py``)."""
         return 0, 0
+
+    def chunk_sentences(self) -> Optional[int]:
+        """For a system that reads the whole source of a chunk of its document, later sentences
+        included: the most sentences a chunk holds (``chunks.py``). None: no chunks."""
+        return None
 
     def sentence_context(
         self,
@@ -137,6 +145,15 @@ class DocumentSystem:
         return DocumentHubInterface(plain.cfg, plain.task, plain.models)
 
 
+def teacher_forcing_input(target: Tensor, dictionary) -> Tensor:
+    """The decoder input that teacher-forces ``target`` (right-padded, each row ending with eos):
+    each row's eos moved to its front, as fairseq's collater makes ``prev_output_tokens``."""
+    pad = dictionary.pad()
+    return data_utils.collate_tokens(
+        [row[row.ne(pad)] for row in target], pad_idx=pad, eos_idx=dictionary.eos(), move_eos_to_beginning=True
+    )
+
+
 class SentenceLevel:
     """A fairseq model without document context, run as a system: each sentence alone."""
 
@@ -144,6 +161,9 @@ class SentenceLevel:
 
     def context_sentences(self) -> Tuple[int, int]:
         return 0, 0
+
+    def chunk_sentences(self) -> Optional[int]:
+        return None
 
     def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
         return SentenceContext()

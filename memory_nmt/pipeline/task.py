@@ -7,8 +7,9 @@ a group. ``train_step`` trains on a window through the criterion (``criterion.py
 ``build_generator`` returns the document generator (``generator.py``), so ``fairseq-train`` and
 ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and the hub's documents, are
 placed in documents by ``interactive.py``. Whatever ``--arch`` builds is run as a document
-system (``system.py``): the recurrent memory and concatenation models with their context, any
-other fairseq encoder-decoder model sentence by sentence.
+system (``system.py``): the recurrent memory, concatenation and local+global models with their
+context, any other fairseq encoder-decoder model sentence by sentence. A system that reads whole
+chunks (``chunks.py``) has its documents cut into chunks, and trains on batches of whole chunks.
 """
 import logging
 import os
@@ -67,7 +68,8 @@ class DocumentTranslationConfig(TranslationConfig):
         metadata={
             "help": "in training, a sentence step may go through the model in up to this many "
             "forward passes of similar-length sentences: less padding, so more documents per "
-            "step within --max-tokens, which bounds the passes' padded tokens together"
+            "step within --max-tokens, which bounds the passes' padded tokens together (a "
+            "system that trains on whole chunks, transformer_local_global, takes one pass)"
         },
     )
     context_from: ChoiceEnum(CONTEXT_FROM) = field(
@@ -90,6 +92,7 @@ class DocumentTranslationTask(TranslationTask):
         super().__init__(cfg, src_dict, tgt_dict)
         self.training_plan: Optional[EpochItems] = None  # this worker's items of the current epoch
         self.context_sentences = (0, 0)  # of the model built last: sizes the batches
+        self.chunk_sentences = None  # of the model built last: cuts its documents into chunks
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
         parse_window(cfg.optimization_window)
@@ -122,7 +125,10 @@ class DocumentTranslationTask(TranslationTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
-        self.context_sentences = document_system(model).context_sentences()
+        system = document_system(model)
+        self.context_sentences = system.context_sentences()
+        self.chunk_sentences = system.chunk_sentences()
+        self.interactive.chunk_sentences = self.chunk_sentences
         return model
 
     def build_criterion(self, cfg):
@@ -180,6 +186,7 @@ class DocumentTranslationTask(TranslationTask):
             window=parse_window(self.cfg.optimization_window) if training else None,
             context=self.context_sentences, max_positions=max_positions,
             max_passes=self.cfg.passes_per_step if training else 1,
+            chunk_sentences=self.chunk_sentences, whole_chunks=training and self.chunk_sentences is not None,
         )
         dataset.check_positions(max_positions)
         if training:
@@ -247,15 +254,18 @@ class DocumentTranslationTask(TranslationTask):
         return InteractiveLines(pairs, placements, self.interactive)
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
-        """fairseq-interactive gives only the source tokens: its batches' lanes come from the
-        session; lines that end documents get an empty translation."""
+        """fairseq-interactive gives only the source tokens: its batches' lanes (and chunk inputs)
+        come from the session; lines that end documents get an empty translation."""
         if "lanes" not in sample and self.interactive.pending:
             batch = self.interactive.take(sample["net_input"]["src_tokens"].size(0))
+            generator.open_documents.close(self.interactive.take_finished_lanes())
             if batch.document_ends:
                 generator.open_documents.close(self.interactive.take_closed_lanes())
                 return [[self.empty_translation()] for _ in range(batch.ids.numel())]
             device = sample["net_input"]["src_tokens"].device
-            sample = {**sample, "lanes": batch.lanes.to(device), "continues": batch.continues.to(device)}
+            net_input = {**sample["net_input"], **{key: value.to(device) for key, value in batch.chunks.items()}}
+            sample = {**sample, "net_input": net_input, "lanes": batch.lanes.to(device),
+                      "continues": batch.continues.to(device)}
         return super().inference_step(generator, models, sample, prefix_tokens, constraints)
 
     def empty_translation(self) -> dict:

@@ -22,7 +22,6 @@ Output Attention starts at zero the model then computes exactly what the transfo
 import re
 from typing import Dict, List, Optional
 
-from fairseq.data import data_utils
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
@@ -33,7 +32,7 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
-from ...pipeline.system import DocumentSystem, SentenceContext
+from ...pipeline.system import DocumentSystem, SentenceContext, teacher_forcing_input
 from ..checkpoint_fit import FitsTransformerCheckpoints
 from ..sizes import small_transformer
 from .carry import MemoryCarry
@@ -241,13 +240,9 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         """The memory the sentence read (detached) and the states it recorded; without a
         teacher-forced pass (decoding), the decoder is run once over ``target`` to record them."""
         if decoder_extra is None:
-            prev_output_tokens = data_utils.collate_tokens(
-                [row[row.ne(self.decoder.padding_idx)] for row in target],
-                pad_idx=self.decoder.padding_idx,
-                eos_idx=self.decoder.dictionary.eos(),
-                move_eos_to_beginning=True,
+            _, decoder_extra = self.decoder(
+                teacher_forcing_input(target, self.decoder.dictionary), encoder_out=encoder_out, features_only=True
             )
-            _, decoder_extra = self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=True)
         memory = {name: m.detach() for name, m in context.kept.items()}
         return self.carry_after(lanes, memory, encoder_out, decoder_extra)
 
