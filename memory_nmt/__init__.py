@@ -25,4 +25,5 @@ allow_cpu_torchrun()
 from .pipeline import criterion, task  # noqa: E402,F401  (registration side effects)
 from .systems import two_rate_schedule  # noqa: E402,F401
 from .systems.context_concat import model as context_concat_model  # noqa: E402,F401
+from .systems.local_global import model as local_global_model  # noqa: E402,F401
 from .systems.recurrent_memory import model as recurrent_memory_model  # noqa: E402,F401
