@@ -1,5 +1,6 @@
 """Shared fixtures: a tiny synthetic document corpus binarized with fairseq-preprocess, and
 fairseq tasks/models/criteria built from command-line arguments as fairseq-train builds them."""
+import re
 import shutil
 import subprocess
 import sys
@@ -125,3 +126,100 @@ def batches(task, split, max_tokens=400, **kwargs):
     return list(
         task.get_batch_iterator(task.dataset(split), max_tokens=max_tokens, **kwargs).next_epoch_itr(shuffle=False)
     )
+
+
+def logits_of(logits, extra, row):
+    return logits[row]
+
+
+def walk(model, steps, of_row=logits_of):
+    """``of_row(logits, extra, row)`` (default: the teacher-forced logits) of every sentence by
+    id, each lane carrying its context from batch to batch in the pipeline's ``CarryStore``, as
+    the criterion carries it."""
+    from memory_nmt.pipeline.carry import CarryStore
+
+    outputs, carries = {}, CarryStore()
+    with torch.no_grad():
+        for sample in steps:
+            lanes, net_input = sample["lanes"], sample["net_input"]
+            carry = carries.get(sample["position"])
+            carry_in = carry.select(lanes) if carry is not None else None
+            context = model.sentence_context(carry_in, lanes, None, net_input, sample["target"].size(1) - 1)
+            logits, extra = model(**net_input, **context.inputs)
+            carries.keep(
+                sample["position"],
+                model.carry_out(context, lanes, net_input, sample["target"], extra["encoder_out"], extra),
+            )
+            for row, sentence in enumerate(sample["id"].tolist()):
+                outputs[sentence] = of_row(logits, extra, row)
+    return outputs
+
+
+class Recorder:
+    """Decodes steps with the document generator, keeping each step's context inputs and hypotheses."""
+
+    def __init__(self, task, model, **generator_options):
+        from memory_nmt.pipeline.generator import DocumentSequenceGenerator
+
+        self.model = model
+        self.generator = DocumentSequenceGenerator(
+            [model], task.target_dictionary, beam_size=3, max_len_b=12, **generator_options
+        )
+        self.contexts = []
+        self.sentence_context = model.sentence_context
+
+    def record(self, *args, **kwargs):
+        context = self.sentence_context(*args, **kwargs)
+        self.contexts.append(context.inputs)
+        return context
+
+    def decode(self, steps):
+        """{sentence id: best hypothesis} and, per step, (sample, context inputs, hypotheses)."""
+        self.model.sentence_context = self.record
+        try:
+            best, trace = {}, []
+            for sample in steps:
+                hypotheses = self.generator.generate([self.model], sample)
+                trace.append((sample, self.contexts[-1], hypotheses))
+                for sentence, sentence_hypotheses in zip(sample["id"].tolist(), hypotheses):
+                    assert sentence not in best, f"sentence {sentence} decoded twice"
+                    best[sentence] = sentence_hypotheses[0]["tokens"].tolist()
+            return best, trace
+        finally:
+            del self.model.sentence_context
+
+
+def hypotheses_of(output):
+    return {int(i): text for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
+
+
+def check_clis_and_hub_translate_alike(data_bin, checkpoint, model_class, buffer_size=3):
+    """fairseq-generate, fairseq-interactive (documents separated by empty lines, read
+    ``buffer_size`` lines at a time) and the hub of ``model_class`` translate the test documents
+    with ``checkpoint`` alike, every sentence once."""
+    decoding = ["--user-dir", str(PLUGIN), "--task", "document_translation", "--path", str(checkpoint),
+                "--beam", "3", "--max-len-b", "20", "--cpu"]
+    generated = hypotheses_of(run([
+        fairseq_command("fairseq-generate"), str(data_bin), *decoding, "--gen-subset", "test", "--max-tokens", "200",
+    ]).stdout)
+    sentences = sum(1 for _ in open(data_bin / "test.en-de.docids"))
+    assert sorted(generated) == list(range(sentences))
+    expected = [generated[i] for i in range(sentences)]
+
+    lines = (data_bin.parent / "raw" / "test.en").read_text().splitlines()
+    interactive = subprocess.run(
+        [fairseq_command("fairseq-interactive"), str(data_bin), *decoding,
+         "--source-lang", "en", "--target-lang", "de", "--buffer-size", str(buffer_size), "--batch-size", "3"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True,
+    )
+    assert interactive.returncode == 0, interactive.stderr[-3000:]
+    translated = hypotheses_of(interactive.stdout)
+    assert sorted(translated) == list(range(len(lines)))
+    assert [translated[i] for i, line in enumerate(lines) if line] == expected
+
+    hub = model_class.from_pretrained(
+        str(checkpoint.parent), checkpoint_file=checkpoint.name, data_name_or_path=str(data_bin)
+    )
+    hub.cfg.generation.max_len_b = 20
+    documents = [d.split("\n") for d in "\n".join(lines).strip("\n").split("\n\n")]
+    assert [s for t in hub.translate_documents(documents, beam=3) for s in t] == expected

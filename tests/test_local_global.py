@@ -1,0 +1,315 @@
+"""transformer_local_global (Zheng et al., 2020): local layers read their own sentence only, the global
+layer its own chunk only, with the sentence distances of eq. 1; the previous target sentence takes no
+gradient; training on whole chunks computes what decoding sentence by sentence computes; a chunk of
+one sentence is the sentence model's translation; batching changes nothing; and the stock CLIs,
+interactive mode and the hub run it."""
+import re
+import subprocess
+
+import pytest
+import torch
+from fairseq.sequence_generator import SequenceGenerator
+
+from conftest import (
+    COMMON, PLUGIN, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike,
+    fairseq_command, run, walk,
+)
+from memory_nmt.pipeline.data import plan_epoch
+from memory_nmt.systems.context_parameters import is_context_parameter
+from memory_nmt.systems.local_global.global_context import SegmentRelativeAttention
+
+LOCAL_GLOBAL = ["--arch", "transformer_local_global_small", *TINY_DIMS]
+
+
+def local_global_model(data_bin, chunk, *more, seed=0):
+    """A model whose context parameters are random (they start at zero, which would make the
+    context tests vacuous), in double precision, for evaluation."""
+    task, model, criterion, _ = build(data_bin, *LOCAL_GLOBAL, "--chunk-sentences", str(chunk), *more)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if is_context_parameter(parameter):
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+    return task, model.double().eval(), criterion
+
+
+def whole_chunk_batches(task, split, chunk, max_tokens=400):
+    task.load_dataset(split)
+    items = plan_epoch(task.dataset(split), max_tokens, None, 1, 0, 1, 1, window=None,
+                       chunk_sentences=chunk, whole_chunks=True)
+    return [items.collater([item]) for item in items.items]
+
+
+def real_logits(task, split, logits):
+    """Each sentence's logits without its target padding."""
+    sizes = task.dataset(split).pairs.tgt_sizes
+    return {sentence: rows[: sizes[sentence]] for sentence, rows in logits.items()}
+
+
+def test_whole_chunks_compute_what_sentence_by_sentence_computes(data_bin):
+    """Training reads the previous sentence's row of the same batch; validation and decoding read
+    what the lane carried: the same function."""
+    task, model, _ = local_global_model(data_bin, 3, "--max-relative-sentences", "1")
+    whole = real_logits(task, "valid", walk(model, whole_chunk_batches(task, "valid", 3)))
+    stepwise = real_logits(task, "valid", walk(model, batches(task, "valid")))
+    assert sorted(whole) == sorted(stepwise) == list(range(len(task.dataset("valid"))))
+    assert max((whole[i] - stepwise[i]).abs().max().item() for i in whole) < 1e-5
+    alone_task, alone, _ = local_global_model(data_bin, 1)
+    alone = real_logits(alone_task, "valid", walk(alone, batches(alone_task, "valid")))
+    assert all((alone[i] - stepwise[i]).abs().max().item() > 1e-3 for i in whole), "every sentence reads its chunk"
+
+
+def test_local_layers_read_their_sentence_and_the_global_layer_its_chunk(data_bin):
+    """Documents of 2-6 sentences in chunks of 2: a perturbed sentence changes the local encoding of
+    no other sentence, and the final encoding of the other sentence of its chunk only (not the
+    other chunks of its document, nor other documents)."""
+    task, model, _ = local_global_model(data_bin, 2)
+    (sample,) = whole_chunk_batches(task, "valid", 2, max_tokens=4000)
+    net_input, lanes = sample["net_input"], sample["lanes"]
+    documents = task.dataset("valid").documents
+    document_of = {i: d.doc_id for d in documents for i in range(d.first, d.first + d.length)}
+    ids = sample["id"].tolist()
+    victim = next(row for row, i in enumerate(ids) if sum(document_of[j] == document_of[i] for j in ids) >= 4)
+
+    def encode(src_tokens):
+        local = []
+        handle = model.encoder.layers[-1].register_forward_hook(lambda m, i, out: local.append(out))
+        try:
+            with torch.no_grad():
+                context = model.sentence_context(None, lanes, None, net_input, 0)
+                out = model.encoder(src_tokens, chunk_positions=net_input["chunk_positions"], **context.inputs)
+        finally:
+            handle.remove()
+        return local[0], out["encoder_out"][0]
+
+    local, final = encode(net_input["src_tokens"])
+    tokens = net_input["src_tokens"].clone()
+    content = tokens[victim].ge(task.source_dictionary.nspecial)
+    tokens[victim, content] = torch.roll(tokens[victim, content], 1)
+    perturbed_local, perturbed_final = encode(tokens)
+    same_chunk = lanes.eq(lanes[victim])
+    assert int(same_chunk.sum()) == 2
+    for row in range(len(ids)):
+        if row == victim:
+            continue
+        assert torch.equal(local[:, row], perturbed_local[:, row]), "a local layer read another sentence"
+        changed = (final[:, row] - perturbed_final[:, row]).abs().max().item()
+        if same_chunk[row]:
+            assert changed > 1e-3, "the global layer ignores a sentence of its chunk"
+        else:
+            assert changed == 0, f"row {row} (document {document_of[ids[row]]}) read another chunk"
+
+
+def test_segment_relative_attention_follows_eq_1():
+    """Against a slow reference: logits (W^Q x_i)(W^K x_j + g^K_d) / sqrt(d_head), values
+    W^V x_j + g^V_d, with d the query's sentence minus the key's, clipped to [-1, 1]."""
+    torch.manual_seed(0)
+    attention = SegmentRelativeAttention(embed_dim=8, heads=2, max_distance=1, dropout=0.0).double()
+    x = torch.randn(2, 5, 8, dtype=torch.double)
+    segments = torch.tensor([[0, 0, 1, 2, 3], [0, 1, 1, 0, 0]])
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    out = attention(x, segments, padding)
+    project = {name: getattr(attention, f"{name}_proj") for name in "qkv"}
+    for chunk in range(2):
+        for i in range(5):
+            if padding[chunk, i]:
+                continue
+            heads = []
+            for head in range(2):
+                part = slice(4 * head, 4 * head + 4)
+                q = project["q"](x[chunk, i])[part]
+                logits, values = [], []
+                for j in range(5):
+                    if padding[chunk, j]:
+                        continue
+                    d = max(-1, min(1, int(segments[chunk, i] - segments[chunk, j]))) + 1
+                    key = project["k"](x[chunk, j])[part] + attention.distance_keys[d, part]
+                    logits.append(q @ key / 2.0)
+                    values.append(project["v"](x[chunk, j])[part] + attention.distance_values[d, part])
+                weights = torch.softmax(torch.stack(logits), 0)
+                heads.append(sum(w * v for w, v in zip(weights, values)))
+            expected = attention.out_proj(torch.cat(heads))
+            assert torch.allclose(out[chunk, i], expected, atol=1e-10)
+
+
+def test_the_previous_target_sentence_takes_no_gradient(data_bin):
+    """In a whole-chunk batch, the loss of later sentences only: the first sentences' decoder
+    states get no gradient (they reach the next sentence stop-gradient), their encoder does."""
+    task, model, criterion = local_global_model(data_bin, 3)
+    model.float().train()
+    (sample,) = whole_chunk_batches(task, "valid", 3, max_tokens=4000)
+    first = sample["net_input"]["chunk_positions"].eq(0)
+    sample = dict(sample, target=sample["target"].masked_fill(first.unsqueeze(1), task.target_dictionary.pad()))
+    states = {"encoder": [], "decoder": []}
+
+    def keep(side):
+        def hook(module, inputs, output):
+            output = output[0] if side == "decoder" else output  # a decoder layer returns (x, attn, _)
+            output.retain_grad()
+            states[side].append(output)
+        return hook
+
+    handles = [model.encoder.layers[0].register_forward_hook(keep("encoder"))]
+    handles += [layer.register_forward_hook(keep("decoder")) for layer in model.decoder.layers]
+    try:
+        criterion.forward_window(model, [sample], backward=lambda loss: loss.backward())
+    finally:
+        for handle in handles:
+            handle.remove()
+    for decoder_states in states["decoder"]:
+        assert decoder_states.grad[:, first].abs().sum() == 0
+        assert decoder_states.grad[:, ~first].abs().sum() > 0
+    assert states["encoder"][0].grad[:, first].abs().sum() > 0, "the global layer reads the first sentences"
+
+
+def test_a_chunk_of_one_sentence_is_translated_as_by_the_sentence_model(data_bin):
+    """A plain transformer's weights in the model: new parameters as initialised, chunks of one
+    sentence; the same logits (up to the order of float sums) and the same translations."""
+    _, plain, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS, "--seed", "3", task="translation")
+    task, model, _, cfg = build(data_bin, *LOCAL_GLOBAL, "--chunk-sentences", "1")
+    model.load_state_dict(plain.state_dict(), model_cfg=cfg.model)
+    plain.eval()
+    model.eval()
+    steps = batches(task, "test")
+    plain_steps = [  # fairseq's batches: without where each sentence stands in its chunk
+        dict(s, net_input={k: v for k, v in s["net_input"].items() if not k.startswith("chunk_")}) for s in steps
+    ]
+    with torch.no_grad():
+        expected = {i: logits for s in plain_steps for i, logits in zip(s["id"].tolist(), plain(**s["net_input"])[0])}
+    logits = walk(model, steps)
+    assert max((logits[i] - expected[i]).abs().max().item() for i in expected) < 1e-4
+
+    plain_generator = SequenceGenerator([plain], task.target_dictionary, beam_size=3, max_len_b=12)
+    best, _ = Recorder(task, model).decode(steps)
+    for sample in plain_steps:
+        for sentence, hypotheses in zip(sample["id"].tolist(), plain_generator.generate([plain], sample)):
+            assert best[sentence] == hypotheses[0]["tokens"].tolist()
+
+
+def test_incremental_decoding_with_the_previous_sentence_equals_teacher_forcing(data_bin):
+    task, model, _ = local_global_model(data_bin, 4)
+    group = [s for s in batches(task, "test", max_tokens=1000) if s["position"].group == 0]
+    _, trace = Recorder(task, model).decode(group)
+    pad, eos = task.target_dictionary.pad(), task.target_dictionary.eos()
+    compared = 0
+    for sample, inputs, hypotheses in trace:
+        for rank in range(3):
+            chosen = [h[rank] for h in hypotheses]
+            width = max(h["tokens"].numel() for h in chosen)
+            target = torch.full((len(chosen), width), pad)
+            previous = torch.full((len(chosen), width), pad)
+            for row, hypothesis in enumerate(chosen):
+                tokens = hypothesis["tokens"]
+                target[row, : tokens.numel()] = tokens
+                previous[row, 0], previous[row, 1: tokens.numel()] = eos, tokens[:-1]
+            net_input = dict(sample["net_input"], prev_output_tokens=previous)
+            with torch.no_grad():
+                log_probs = model.get_normalized_probs(model(**net_input, **inputs), log_probs=True)
+            forced = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+            for row, hypothesis in enumerate(chosen):
+                scores = hypothesis["positional_scores"]
+                assert torch.allclose(forced[row, : scores.numel()], scores, atol=1e-6)
+                compared += 1
+    assert compared > 20 and any(s["position"].step for s, _, _ in trace)
+
+
+def test_batching_changes_no_translation_and_loses_no_sentence(data_bin):
+    task, model, _ = local_global_model(data_bin, 3)
+    results = []
+    for options in ({"max_tokens": 1000}, {"max_tokens": None, "max_sentences": 1}, {"max_tokens": None, "max_sentences": 2}):
+        best, _ = Recorder(task, model).decode(batches(task, "test", **options))
+        assert sorted(best) == list(range(len(task.dataset("test")))), "every sentence exactly once"
+        results.append(best)
+    assert results[0] == results[1] == results[2]
+
+
+def test_batches_hold_whole_chunks_within_max_tokens(data_bin):
+    """Training: every sentence once, in a batch of whole chunks of one document each (cut every 4
+    sentences from the document's start). Decoding: a chunk's first step brings its sentences,
+    and --max-tokens bounds them too."""
+    task, _, _ = local_global_model(data_bin, 4)
+    for sample in batches(task, "valid", max_tokens=60):
+        net_input = sample["net_input"]
+        assert net_input["src_tokens"].numel() <= 60
+        assert sample["position"].step > 0 or net_input["chunk_src_tokens"].numel() <= 60
+    items = batches(task, "train", max_tokens=150)
+    documents = task.dataset("train").documents
+    document_of = {i: d for d in documents for i in range(d.first, d.first + d.length)}
+    seen = []
+    for item in items:
+        (step,) = item["steps"]
+        assert step["net_input"]["src_tokens"].numel() <= 150 and "chunk_lengths" not in step["net_input"]
+        ids, lanes = step["id"].tolist(), step["lanes"].tolist()
+        positions = step["net_input"]["chunk_positions"].tolist()
+        for lane in set(lanes):
+            rows = sorted((positions[r], ids[r]) for r in range(len(ids)) if lanes[r] == lane)
+            sentences = [i for _, i in rows]
+            assert [p for p, _ in rows] == list(range(len(rows))) and len(rows) <= 4
+            assert sentences == list(range(sentences[0], sentences[0] + len(rows)))
+            document = document_of[sentences[0]]
+            assert document_of[sentences[-1]] == document and (sentences[0] - document.first) % 4 == 0
+        seen += ids
+    assert sorted(seen) == list(range(len(task.dataset("train"))))
+
+
+@pytest.fixture(scope="module")
+def local_global_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
+    """Finetuned for 4 updates from the plain transformer, its new parameters at their own rate."""
+    save_dir = tmp_path_factory.mktemp("local_global")
+    result = run([
+        fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
+        *LOCAL_GLOBAL, "--chunk-sentences", "3", "--criterion", "document_label_smoothed_cross_entropy",
+        "--lr-scheduler", "two_rate_inverse_sqrt", "--lr", "1e-3", "--memory-lr", "3e-3",
+        "--warmup-updates", "2", "--max-update", "4", "--finetune-from-model", str(sentence_checkpoint),
+        "--save-dir", str(save_dir),
+    ])
+    return save_dir / "checkpoint_last.pt", result.stdout + result.stderr
+
+
+def test_finetuned_from_a_transformer_through_the_cli(data_bin, local_global_checkpoint):
+    _, log = local_global_checkpoint
+    _, model, _, _ = build(data_bin, *LOCAL_GLOBAL, "--chunk-sentences", "3")
+    assert "num_updates 4" in log
+    loaded = re.search(r"parameters loaded from the checkpoint: \d+ tensors: (.*)", log)[1]
+    new = re.search(r"new parameters \(not in the checkpoint\), freshly initialised: \d+ tensors: (.*)", log)[1]
+    assert loaded == ("encoder.embed_tokens, encoder.layers.0-1, decoder.embed_tokens, decoder.layers.0-1, "
+                      "decoder.output_projection")
+    assert new == ("encoder.segment_embeddings, encoder.global_context, decoder.layers.0.self_attn.relative_positions, "
+                   "decoder.layers.1.self_attn.relative_positions")
+    context_tensors = sum(is_context_parameter(p) for p in model.parameters())
+    assert f" {context_tensors} context tensors (--memory-lr), peak lr 0.003" in log
+
+
+def test_stock_clis_and_hub_translate_documents_alike(data_bin, local_global_checkpoint):
+    from memory_nmt.systems.local_global.model import LocalGlobalTransformerModel
+
+    checkpoint, _ = local_global_checkpoint
+    check_clis_and_hub_translate_alike(data_bin, checkpoint, LocalGlobalTransformerModel, buffer_size=1000)
+
+
+def test_interactive_chunks_end_where_its_buffer_does(data_bin, local_global_checkpoint):
+    checkpoint, _ = local_global_checkpoint
+    lines = (data_bin.parent / "raw" / "test.en").read_text().splitlines()
+    done = subprocess.run(
+        [fairseq_command("fairseq-interactive"), str(data_bin), "--user-dir", str(PLUGIN), "--task",
+         "document_translation", "--path", str(checkpoint), "--beam", "2", "--max-len-b", "10", "--cpu",
+         "--source-lang", "en", "--target-lang", "de", "--buffer-size", "2"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(re.findall(r"^H-\d+\t", done.stdout, re.M)) == len(lines)
+    assert "its chunk ends there" in done.stderr and "a --buffer-size of at least 3 lines keeps chunks whole" in done.stderr
+
+
+def test_interactive_chunks_are_cut_by_size_and_buffer_and_forgotten_once_translated():
+    from memory_nmt.pipeline.interactive import InteractiveSession
+
+    session = InteractiveSession()
+    session.chunk_sentences = 2
+    first = session.place(["a", "b", "c", "", "d", "e"])
+    assert [(p.lane, p.continues) for p in first] == [(0, False), (0, True), (1, False), (None, False), (2, False), (2, True)]
+    assert session.take_finished_lanes() == []  # lanes 0 and 1 end in this buffer: translated at its end
+    second = session.place(["f", ""])
+    assert [(p.lane, p.continues) for p in second] == [(3, False), (None, False)]  # the buffer cut lane 2
+    assert sorted(session.take_finished_lanes()) == [0, 1, 2]
+    assert session.take_closed_lanes() == [3]
