@@ -15,6 +15,11 @@ For every ``--system NAME=CHECKPOINT`` (any system of the plugin, or fairseq's p
    order, repeated as needed), each in a fresh process, and measures the peak memory while
    decoding (``peak_memory.py``) and the time per sentence.
 
+``--model-overrides NAME=DICT`` decodes system NAME with options other than its checkpoint's, as
+fairseq's ``--model-overrides`` does: the same checkpoint twice under two names shows, say, how the
+local+global model's cost grows with its chunks (``--system lg=CKPT --system lg-5=CKPT
+--model-overrides "lg-5={'chunk_sentences': 5}"``).
+
 Prints one table, a row per system; ``--json FILE`` writes every figure, ``--plot FILE`` draws
 them. Times are comparable within one run on one machine only.
 
@@ -98,6 +103,9 @@ def parse_args(argv=None):
                         "temporary directory)")
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     parser.add_argument("--plot", type=Path, help="draw the comparison to this image file")
+    parser.add_argument("--model-overrides", dest="overrides", type=parse_overrides, action="append", default=[],
+                        metavar="NAME=DICT", help="decode system NAME with these options instead of its "
+                        "checkpoint's, a Python dict as fairseq's --model-overrides takes (repeat)")
     parser.add_argument("--measure", type=parse_system, help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -113,13 +121,36 @@ def parse_args(argv=None):
     names = [name for name, _ in args.systems]
     if len(set(names)) != len(names):
         parser.error(f"--system names must differ: {', '.join(names)}")
+    unknown = [name for name, _ in args.overrides if name not in names]
+    if unknown:
+        parser.error(f"--model-overrides {unknown[0]}=...: no --system is named {unknown[0]}")
+    args.overrides = dict(args.overrides)
     return args
 
 
-def decoding_options(args, path):
-    """fairseq-generate's options shared by every system, for checkpoint ``path``."""
+def parse_overrides(spec):
+    """``NAME=DICT`` -> (NAME, the dict), checked as fairseq will read it."""
+    import ast
+
+    name, sep, text = spec.partition("=")
+    try:
+        overrides = ast.literal_eval(text) if sep and name else None
+    except (ValueError, SyntaxError):
+        overrides = None
+    if not isinstance(overrides, dict):
+        raise argparse.ArgumentTypeError(
+            f"{spec!r}: give NAME=DICT, e.g. \"lg-5={{'chunk_sentences': 5}}\" (a Python dict of model options)"
+        )
+    return name, overrides
+
+
+def decoding_options(args, name, path):
+    """fairseq-generate's options for system ``name`` (checkpoint ``path``): those shared by every
+    system, and its ``--model-overrides``."""
     options = ["--user-dir", str(PLUGIN), "--task", "document_translation", "--path", path,
                "--gen-subset", args.gen_subset, "--beam", str(args.beam)]
+    if name in args.overrides:
+        options += ["--model-overrides", repr(args.overrides[name])]
     if args.max_tokens is not None:
         options += ["--max-tokens", str(args.max_tokens)]
     if args.batch_size is not None:
@@ -142,7 +173,7 @@ def docids_path(args):
 def translate(args, name, path, workdir):
     """BLEU and speed of one system on the split, from fairseq-generate's output."""
     output = workdir / f"generate-{name}.txt"
-    command = [sys.executable, "-m", "fairseq_cli.generate", args.data, *decoding_options(args, path)]
+    command = [sys.executable, "-m", "fairseq_cli.generate", args.data, *decoding_options(args, name, path)]
     print(f"\n==> {name}: translating {args.gen_subset}\n{shlex.join(command)}", file=sys.stderr, flush=True)
     done = subprocess.run(command, capture_output=True, text=True)
     output.write_text(done.stdout, encoding="utf-8")
@@ -160,7 +191,7 @@ def translate(args, name, path, workdir):
     return {**bleu, "sentences_per_second": float(speed[4]), "generate_output": str(output)}
 
 
-def contrastive_accuracy(args, path):
+def contrastive_accuracy(args, name, path):
     """{distance or "all": (right, total)} of the contrastive items, or None without items."""
     if not args.contrastive:
         return None
@@ -183,7 +214,7 @@ def contrastive_accuracy(args, path):
     use_cuda = torch.cuda.is_available() and not args.cpu
     try:
         items = contrastive_eval.read_items(options)
-        return contrastive_eval.evaluate(path, args.data, items, options, use_cuda)[1]
+        return contrastive_eval.evaluate(path, args.data, items, options, use_cuda, args.overrides.get(name))[1]
     except ContrastiveDataError as error:
         raise ComparisonError(f"--contrastive: {error}") from None
 
@@ -209,12 +240,12 @@ def measure(args):
     from memory_nmt.pipeline.data import Document, DocumentDataset
     from peak_memory import peak_since, start_peak
 
-    _, path = args.measure
+    name, path = args.measure
     parser = options.get_generation_parser()
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, [args.data, *decoding_options(args, path)]))
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, [args.data, *decoding_options(args, name, path)]))
     utils.import_user_module(cfg.common)
     task = tasks.setup_task(cfg.task)
-    (model,), _ = checkpoint_utils.load_model_ensemble([path], task=task)
+    (model,), _ = checkpoint_utils.load_model_ensemble([path], arg_overrides=args.overrides.get(name), task=task)
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     model = model.half() if args.fp16 else model
     model.eval().to(device)
@@ -281,7 +312,8 @@ def legend(results, args, device):
             f"beam {args.beam}, {batch}, {device}{' fp16' if args.fp16 else ''}{items}.\n"
             f"sent/s: fairseq-generate's sentences per second; MiB@N: peak memory decoding one N-sentence "
             f"document (fresh process each); ms/sent: time per sentence of the longest.\n"
-            f"sacrebleu: {first['signature']}")
+            + "".join(f"{name}: --model-overrides {overrides!r}\n" for name, overrides in args.overrides.items())
+            + f"sacrebleu: {first['signature']}")
 
 
 def plot(results, lengths, path):
@@ -329,9 +361,10 @@ def compare(args, workdir):
     for name, path in args.systems:
         results[name] = translate(args, name, path, workdir)
         print(f"==> {name}: contrastive items and documents of {args.lengths} sentences", file=sys.stderr, flush=True)
-        results[name]["contrastive"] = contrastive_accuracy(args, path)
+        results[name]["contrastive"] = contrastive_accuracy(args, name, path)
         results[name]["long_documents"] = {n: measure_in_subprocess(args, name, path, n) for n in args.lengths}
         results[name]["checkpoint"] = path
+        results[name]["model_overrides"] = args.overrides.get(name)
     return results
 
 

@@ -84,20 +84,21 @@ def preprocessed(items, args, source_lang, target_lang):
     return [item.mapped(sources.__getitem__, targets.__getitem__) for item in items]
 
 
-def load(path, data, use_cuda):
-    """The checkpoint's model, its task, and its architecture's name (which labels its results)."""
+def load(path, data, use_cuda, model_overrides=None):
+    """The checkpoint's model, its task, and its architecture's name (which labels its results);
+    ``model_overrides`` replaces options the checkpoint was trained with, as fairseq's --model-overrides."""
     from fairseq import checkpoint_utils
 
-    overrides = {"data": str(data)} if data else {}
+    overrides = {**(model_overrides or {}), **({"data": str(data)} if data else {})}
     (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=overrides)
     return (model.cuda() if use_cuda else model), task, cfg.model._name
 
 
-def evaluate(path, data, items, args, use_cuda):
+def evaluate(path, data, items, args, use_cuda, model_overrides=None):
     """(architecture, accuracy) of the checkpoint at ``path`` on ``items``."""
     from tqdm import tqdm
 
-    model, task, architecture = load(path, data, use_cuda)
+    model, task, architecture = load(path, data, use_cuda, model_overrides)
     model_items = preprocessed(items, args, task.cfg.source_lang, task.cfg.target_lang)
     scores = contrastive.score_items(
         model, task, model_items, max_tokens=args.max_tokens,
