@@ -9,10 +9,13 @@
 #   finetune_memory                      the recurrent-memory model, finetuned from the sentence one
 #   finetune_concat                      the concatenation model (2-to-1 by default), finetuned from
 #                                        the sentence one for as many updates as the memory model
+#   finetune_local_global                the local+global model (chunks of CHUNK_SENTENCES), finetuned
+#                                        likewise, its new parameters at MEMORY_LR
 #   continue_sentence                    the fair control: the sentence model trained on for as many
 #                                        updates (NAME sentence_continued)
 #   generate NAME                        fairseq-generate --beam 5 on the test split (NAME: sentence,
-#                                        sentence_continued, concat or memory), detokenized D- lines
+#                                        sentence_continued, concat, local_global or memory),
+#                                        detokenized D- lines
 #   score NAME                           s-BLEU and d-BLEU with sacrebleu (scripts/document_bleu.py)
 #   results_table NAME...                a markdown table of the scores, also in WORK_DIR/results.md
 #   compare NAME...                      scripts/compare_systems.py on the named systems: BLEU,
@@ -49,12 +52,15 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${CONCAT_ARCH:=transformer_context_concat}"
 : "${CONCAT_CONTEXT:=--source-context 1 --target-context 0}"   # 2-to-1; 2-to-2: --target-context 1
 : "${FINETUNE_LR:=$MEMORY_LR}"          # lr of the concatenation model and of the sentence control
+: "${LOCAL_GLOBAL_ARCH:=transformer_local_global}"
+: "${CHUNK_SENTENCES:=20}"              # the local+global model's chunks (the paper's 20 sentences)
 : "${COMPARE_LENGTHS:=10,100,1000}"     # document lengths whose decoding peak memory is measured
 : "${COMPARE_CONTRASTIVE:=}"            # a contrastive test set, e.g. "voita deixis_test.json"
 : "${PATIENCE:=5}"
 : "${TRAIN_ARGS:=}"                     # extra fairseq-train options for both models (e.g. --fp16, --cpu)
 : "${SENTENCE_ARGS:=}" "${MEMORY_ARGS:=}"   # extra options for one of them (e.g. --max-update N)
 : "${CONCAT_ARGS:=}" "${CONTROL_ARGS:=}"     # extra options for finetune_concat / continue_sentence
+: "${LOCAL_GLOBAL_ARGS:=}"              # extra options for finetune_local_global
 : "${GENERATE_ARGS:=}"                  # extra fairseq-generate options (e.g. --cpu)
 : "${GENERATE_MAX_TOKENS:=$MAX_TOKENS}"
 : "${WORKERS:=1}"                       # fairseq-preprocess workers
@@ -197,6 +203,19 @@ finetune_concat() {
         "${budget[@]}" "${extra[@]}"
 }
 
+# Whole chunks make a training batch, so --passes-per-step does not apply; the pretrained
+# parameters train at PRETRAINED_LR and the new ones (global layer, segment embeddings, the decoder's
+# relative positions) at MEMORY_LR, as the memory model's.
+finetune_local_global() {
+    local budget extra
+    split_words budget "$(equal_budget_options)"
+    split_words extra "$LOCAL_GLOBAL_ARGS"
+    train local_global --task document_translation --arch "$LOCAL_GLOBAL_ARCH" \
+        --chunk-sentences "$CHUNK_SENTENCES" --criterion document_label_smoothed_cross_entropy \
+        "${budget[@]}" --lr-scheduler two_rate_inverse_sqrt --lr "$PRETRAINED_LR" \
+        --memory-lr "$MEMORY_LR" --memory-warmup-updates "$MEMORY_WARMUP" "${extra[@]}"
+}
+
 # The sentence model trained on for as many updates as the document models' finetuning: what
 # those updates alone bring, without context.
 continue_sentence() {
@@ -214,8 +233,8 @@ generate() {
     already_done "$output" "generate $name" && return 0
     case $name in
         sentence | sentence_continued) task=(--task translation --required-batch-size-multiple 1) ;;
-        memory | concat) task=(--task document_translation) ;;
-        *) fail "generate: unknown model $name; give sentence, sentence_continued, concat or memory" ;;
+        memory | concat | local_global) task=(--task document_translation) ;;
+        *) fail "generate: unknown model $name; give sentence, sentence_continued, concat, local_global or memory" ;;
     esac
     split_words extra "$GENERATE_ARGS"
     run "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir "$PLUGIN" "${task[@]}" \
@@ -275,18 +294,19 @@ compare() {
     mv "$output.partial" "$output"
 }
 
-# The memory model's comparison: the concatenation model and the sentence control finetuned for
-# its budget, all four translated and scored, then compared side by side.
+# The memory model's comparison: the concatenation and local+global models and the sentence
+# control finetuned for its budget, all translated and scored, then compared side by side.
 compare_recipe() {
     finetune_concat
+    finetune_local_global
     continue_sentence
     local name
-    for name in sentence_continued concat; do
+    for name in sentence_continued concat local_global; do
         generate "$name"
         score "$name"
     done
-    results_table sentence sentence_continued concat memory
-    compare sentence sentence_continued concat memory
+    results_table sentence sentence_continued concat local_global memory
+    compare sentence sentence_continued concat local_global memory
 }
 
 # Download URL to PATH unless PATH exists (through PATH.partial, so a cut download is redone).

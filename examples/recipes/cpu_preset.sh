@@ -3,9 +3,10 @@
 # whole documents held out for valid and test, a small transformer (3+3 layers, 256/1024,
 # 4 heads) trained sentence-level for a bounded number of updates, the memory model finetuned
 # from it, both translated (beam 5) and scored (s-BLEU, d-BLEU); the table goes to
-# WORK_DIR/results.md. The compare step then finetunes the 2-to-1 concatenation model and trains
-# the sentence model on, both for the memory model's number of updates, and puts all four side by
-# side (WORK_DIR/compare.txt). Run it again after an interruption and it resumes.
+# WORK_DIR/results.md. The compare step then finetunes the 2-to-1 concatenation model and the
+# local+global model and trains the sentence model on, each for the memory model's number of
+# updates, and puts all five side by side (WORK_DIR/compare.txt). Run it again after an
+# interruption and it resumes.
 #
 #   WORK_DIR=runs/cpu_preset bash examples/recipes/cpu_preset.sh [--steps split,prepare,...,compare]
 #
