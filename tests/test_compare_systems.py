@@ -72,3 +72,24 @@ def test_bad_system_is_refused_by_name(data_bin, tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"a={missing}"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and f"no checkpoint file {missing}" in done.stderr
+
+
+def test_model_overrides_reach_their_system_only(data_bin, tmp_path):
+    import subprocess
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    import compare_systems
+
+    checkpoint = tmp_path / "model.pt"
+    checkpoint.write_bytes(b"")
+    args = compare_systems.parse_args([
+        "--data", str(data_bin), "--system", f"lg={checkpoint}", "--system", f"lg-5={checkpoint}",
+        "--model-overrides", "lg-5={'chunk_sentences': 5}",
+    ])
+    assert "--model-overrides" not in compare_systems.decoding_options(args, "lg", str(checkpoint))
+    options = compare_systems.decoding_options(args, "lg-5", str(checkpoint))
+    assert options[options.index("--model-overrides") + 1] == "{'chunk_sentences': 5}"
+    for wrong, message in (("lg-5=chunk", "give NAME=DICT"), ("other={'a': 1}", "no --system is named other")):
+        done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"lg-5={checkpoint}",
+                               "--model-overrides", wrong], capture_output=True, text=True)
+        assert done.returncode == 2 and message in done.stderr
