@@ -293,7 +293,7 @@ def test_interactive_chunks_end_where_its_buffer_does(data_bin, local_global_che
     done = subprocess.run(
         [fairseq_command("fairseq-interactive"), str(data_bin), "--user-dir", str(PLUGIN), "--task",
          "document_translation", "--path", str(checkpoint), "--beam", "2", "--max-len-b", "10", "--cpu",
-         "--source-lang", "en", "--target-lang", "de", "--buffer-size", "2"],
+         "--source-lang", "en", "--target-lang", "de", "--buffer-size", "2", "--num-workers", "0"],
         input="\n".join(lines) + "\n", capture_output=True, text=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
