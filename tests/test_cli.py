@@ -1,5 +1,5 @@
 """The stock fairseq command lines, end to end: preprocess -> train (and resume) -> generate
--> s-BLEU / d-BLEU, and checkpoints that load under torch >= 2.6."""
+-> s-BLEU / d-BLEU, fairseq-validate, and checkpoints that load under torch >= 2.6."""
 import argparse
 import re
 import subprocess
@@ -46,6 +46,36 @@ def test_preprocess_train_resume_generate_score(data_bin, tmp_path):
     assert re.search(r"^s-BLEU \d+\.\d+", scored.stdout, re.M)
     assert re.search(r"^d-BLEU \d+\.\d+", scored.stdout, re.M)
     assert "signature: nrefs:1" in scored.stdout
+
+
+VALIDATE_COLLECTING_IN_WORKERS = """
+import gc, sys
+from fairseq_cli.validate import cli_main
+from torch.utils.data._utils import worker
+loop = worker._worker_loop
+def collecting_first(*args, **kwargs):
+    gc.collect()
+    return loop(*args, **kwargs)
+worker._worker_loop = collecting_first
+gc.disable()
+sys.exit(cli_main())
+"""
+
+
+def test_validate_reports_every_subset_without_a_data_loader_traceback(data_bin, concat_checkpoint):
+    """When the garbage collector runs is left to chance in a real run; here it is made certain:
+    never in fairseq-validate itself, at the start of every DataLoader worker. The first subset's
+    finished workers must not be stopped from the second subset's worker."""
+    result = run([
+        sys.executable, "-c", VALIDATE_COLLECTING_IN_WORKERS, str(data_bin), "--user-dir", str(PLUGIN),
+        "--task", "document_translation", "--path", str(concat_checkpoint), "--valid-subset", "valid,test",
+        "--max-tokens", "200", "--cpu",
+    ])
+    log = result.stdout + result.stderr
+    assert "Exception ignored" not in log and "can only test a child process" not in log, log[-3000:]
+    for split in ("valid", "test"):
+        sentences = sum(1 for _ in open(data_bin / f"{split}.en-de.docids"))
+        assert re.search(rf"valid on '{split}' subset \| loss [0-9.]+ .*\| bsz {sentences}$", log, re.M), log[-3000:]
 
 
 def test_fairseq_checkpoints_load_under_weights_only_default(tmp_path):

@@ -1,5 +1,9 @@
-"""Document batching: docids checks, lanes and groups, --max-tokens, workers, windows, passes."""
+"""Document batching: docids checks, lanes and groups, --max-tokens, workers, windows, passes,
+and the data loader's worker processes."""
 import collections
+import gc
+import multiprocessing
+import time
 
 import pytest
 from fairseq import utils
@@ -180,3 +184,29 @@ def test_steps_in_passes_keep_every_sentence_and_the_token_bound(data_bin):
                 seen[sentence] += 1
     assert sorted(seen) == list(range(len(in_passes.dataset("train")))) and set(seen.values()) == {1}
     assert not any("passes" in step for step in batches(in_passes, "valid", max_tokens=60)), "training only"
+
+
+@pytest.mark.parametrize("buffer_size", [0, 10], ids=["unbuffered", "buffered"])
+def test_data_loader_workers_stop_when_the_epochs_last_batch_is_taken(data_bin, buffer_size):
+    """Not when the iterator is garbage: the garbage collector is off here, and the iterator still
+    held. Left to a collection, the workers could be stopped from inside a later DataLoader worker
+    (a fork inherits the garbage), where torch printed "Exception ignored ... can only test a
+    child process" (fairseq-validate, fairseq-train)."""
+    task, _, _, _ = build(data_bin, *TINY_MODEL)
+    task.load_dataset("valid")
+    before = set(multiprocessing.active_children())
+    gc.disable()
+    try:
+        epoch = task.get_batch_iterator(
+            task.dataset("valid"), max_tokens=200, num_workers=1, data_buffer_size=buffer_size
+        ).next_epoch_itr(shuffle=False)
+        taken = [next(epoch)]
+        assert set(multiprocessing.active_children()) - before, "the epoch runs in a worker process"
+        taken += list(epoch)
+        assert sorted(i for sample in taken for i in sample["id"].tolist()) == list(range(len(task.dataset("valid"))))
+        deadline = time.monotonic() + 10
+        while set(multiprocessing.active_children()) != before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(multiprocessing.active_children()) == before and not epoch.has_next()
+    finally:
+        gc.enable()

@@ -53,6 +53,38 @@ def loss_scale_of(optimizer) -> float:
     return float(scaler.loss_scale) if scaler is not None else 1.0
 
 
+class DocumentBatchIterator(iterators.EpochBatchIterator):
+    """fairseq's EpochBatchIterator, except that an epoch lets its DataLoader, and with it the
+    DataLoader's worker processes, go as soon as its last batch is taken.
+
+    fairseq leaves a finished epoch's workers running until its iterator is garbage collected:
+    its own tasks keep one iterator per split for the whole run, where this task makes one per
+    split and epoch, and a dropped one is part of a reference cycle (fairseq's batch sampler
+    refers back to its iterator). A collection inside a later DataLoader worker, which inherits
+    that garbage when forked, then had torch stop workers that were not its children:
+    fairseq-validate and fairseq-train printed "Exception ignored ... can only test a child
+    process".
+    """
+
+    def _get_iterator_for_epoch(self, epoch, shuffle, fix_batches_to_gpus=False, offset=0):
+        batches = super()._get_iterator_for_epoch(epoch, shuffle, fix_batches_to_gpus, offset)
+        if batches is None:
+            return None
+        return iterators.CountingIterator(let_go_before_last(batches), start=batches.n, total=batches.total)
+
+
+def let_go_before_last(batches):
+    """The items of ``batches`` (fairseq's CountingIterator over a DataLoader); ``batches`` is
+    dropped before the last item is handed on, so the DataLoader goes at once."""
+    while batches.has_next():
+        batch = next(batches)
+        if not batches.has_next():
+            del batches
+            yield batch
+            return
+        yield batch
+
+
 @dataclass
 class DocumentTranslationConfig(TranslationConfig):
     optimization_window: str = field(
@@ -165,7 +197,7 @@ class DocumentTranslationTask(TranslationTask):
         apply, since a missing sentence would shift the context of the rest of its document."""
         if isinstance(dataset, InteractiveLines):
             dataset.check_positions(max_positions)
-            return iterators.EpochBatchIterator(
+            return DocumentBatchIterator(
                 dataset=dataset,
                 collate_fn=dataset.collater,
                 batch_sampler=dataset.batches(max_sentences, max_tokens),
@@ -191,7 +223,7 @@ class DocumentTranslationTask(TranslationTask):
         dataset.check_positions(max_positions)
         if training:
             self.training_plan = items
-        return iterators.EpochBatchIterator(
+        return DocumentBatchIterator(
             dataset=items,
             collate_fn=items.collater,
             batch_sampler=[[i] for i in range(len(items))],
