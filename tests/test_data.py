@@ -186,6 +186,19 @@ def test_steps_in_passes_keep_every_sentence_and_the_token_bound(data_bin):
     assert not any("passes" in step for step in batches(in_passes, "valid", max_tokens=60)), "training only"
 
 
+def test_a_model_loaded_from_a_checkpoint_reads_the_training_split_in_sentence_steps(data_bin):
+    """fairseq-generate --gen-subset train (and validate, interactive, the hub) load their model
+    from a checkpoint: the training split then comes in sentence steps like any other split.
+    Training windows have no net_input, so fairseq-generate skipped every one, translated
+    nothing and ended in a ZeroDivisionError."""
+    task, _, _, cfg = build(data_bin, *TINY_MODEL)
+    assert all("steps" in item for item in batches(task, "train")), "fairseq-train's windows"
+    task.build_model(cfg.model, from_checkpoint=True)
+    steps = batches(task, "train")
+    assert all("net_input" in step for step in steps)
+    assert sorted(i for step in steps for i in step["id"].tolist()) == list(range(len(task.dataset("train"))))
+
+
 @pytest.mark.parametrize("buffer_size", [0, 10], ids=["unbuffered", "buffered"])
 def test_data_loader_workers_stop_when_the_epochs_last_batch_is_taken(data_bin, buffer_size):
     """Not when the iterator is garbage: the garbage collector is off here, and the iterator still

@@ -1,15 +1,17 @@
 """``document_translation``: fairseq's translation task, fed and decoded document by document.
 
 Datasets are fairseq-preprocess output plus ``{split}.{src}-{tgt}.docids`` (``data.py``).
-``get_batch_iterator`` hands fairseq one item per optimisation window (training split) or per
-sentence step (other splits), already sharded per data-parallel worker, never shuffled inside
-a group. ``train_step`` trains on a window through the criterion (``criterion.py``), and
-``build_generator`` returns the document generator (``generator.py``), so ``fairseq-train`` and
-``fairseq-generate`` work unchanged. fairseq-interactive's lines, and the hub's documents, are
-placed in documents by ``interactive.py``. Whatever ``--arch`` builds is run as a document
-system (``system.py``): the recurrent memory, concatenation and local+global models with their
-context, any other fairseq encoder-decoder model sentence by sentence. A system that reads whole
-chunks (``chunks.py``) has its documents cut into chunks, and trains on batches of whole chunks.
+``get_batch_iterator`` hands fairseq one item per optimisation window (the training split, when
+fairseq-train trains the model) or per sentence step (other splits, and every split of a model
+loaded from a checkpoint to translate or score), already sharded per data-parallel worker,
+never shuffled inside a group. ``train_step`` trains on a window through the criterion
+(``criterion.py``), and ``build_generator`` returns the document generator (``generator.py``),
+so ``fairseq-train`` and ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and
+the hub's documents, are placed in documents by ``interactive.py``. Whatever ``--arch`` builds
+is run as a document system (``system.py``): the recurrent memory, concatenation and
+local+global models with their context, any other fairseq encoder-decoder model sentence by
+sentence. A system that reads whole chunks (``chunks.py``) has its documents cut into chunks,
+and trains on batches of whole chunks.
 """
 import logging
 import os
@@ -125,6 +127,7 @@ class DocumentTranslationTask(TranslationTask):
         self.training_plan: Optional[EpochItems] = None  # this worker's items of the current epoch
         self.context_sentences = (0, 0)  # of the model built last: sizes the batches
         self.chunk_sentences = None  # of the model built last: cuts its documents into chunks
+        self.trains_its_model = True  # fairseq-train builds its model; the others load theirs
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
         parse_window(cfg.optimization_window)
@@ -161,6 +164,7 @@ class DocumentTranslationTask(TranslationTask):
         self.context_sentences = system.context_sentences()
         self.chunk_sentences = system.chunk_sentences()
         self.interactive.chunk_sentences = self.chunk_sentences
+        self.trains_its_model = not from_checkpoint
         return model
 
     def build_criterion(self, cfg):
@@ -212,7 +216,7 @@ class DocumentTranslationTask(TranslationTask):
             )
         # The plan first: it names a sentence over --max-tokens as such, where the check of the
         # positions would blame them (fairseq's trainer counts --max-tokens into max_positions).
-        training = dataset.stream == self.cfg.train_subset
+        training = self.trains_its_model and dataset.stream == self.cfg.train_subset
         items = plan_epoch(
             dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
             window=parse_window(self.cfg.optimization_window) if training else None,
