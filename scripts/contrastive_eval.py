@@ -155,6 +155,12 @@ def parse_args(argv=None):
         parser.error("--group-size applies to --format context-files and voita-lines")
     if args.group_size is not None and args.group_size < 2 or args.context_size < 1:
         parser.error("--group-size must be at least 2 and --context-size at least 1")
+    inputs = [("--path", args.path, "file"), ("--sentence-model", args.sentence_model, "file"),
+              ("--data", args.data, "directory"), ("--sentence-data", args.sentence_data, "directory"),
+              ("--bpe-codes", args.bpe_codes, "file")]
+    for option, path, kind in inputs:  # before the first model scores every item
+        if path is not None and not (Path(path).is_dir() if kind == "directory" else Path(path).is_file()):
+            parser.error(f"{option} {path}: no such {kind}")
     return args
 
 

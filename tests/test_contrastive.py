@@ -23,6 +23,9 @@ from memory_nmt.evaluation.contrastive import (
 )
 from test_model import walk_document_batches
 
+sys.path.insert(0, str(REPO / "scripts"))
+import contrastive_eval  # noqa: E402
+
 
 def write(path, lines):
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -109,6 +112,26 @@ def test_voita_json_fields_are_checked_by_name(tmp_path, field, value, message):
     path.write_text(json.dumps([entry, {**entry, field: value}]))
     with pytest.raises(ContrastiveDataError, match=re.escape(f"items.json: entry 1: {message}")):
         read_voita_json(path)
+
+
+@pytest.mark.parametrize("option", ["--path", "--sentence-model", "--data", "--sentence-data", "--bpe-codes"])
+def test_cli_refuses_a_missing_input_before_scoring(tmp_path, option, capsys):
+    """A typo in --sentence-model (or its data, or the codes) ended in a traceback only after
+    the first model had scored every item."""
+    items, codes = tmp_path / "items.json", tmp_path / "codes"
+    items.write_text("[]")
+    codes.write_text("")
+    checkpoint, data = tmp_path / "checkpoint.pt", tmp_path / "data-bin"
+    checkpoint.write_bytes(b"")
+    data.mkdir()
+    arguments = {"--path": checkpoint, "--sentence-model": checkpoint, "--data": data, "--sentence-data": data,
+                 "--bpe-codes": codes}
+    arguments[option] = tmp_path / "missing"
+    with pytest.raises(SystemExit) as refused:
+        contrastive_eval.parse_args([str(part) for pair in arguments.items() for part in pair] + [
+            "--format", "voita", str(items)])
+    assert refused.value.code == 2
+    assert f"{option} {tmp_path / 'missing'}: no such" in capsys.readouterr().err
 
 
 # Scorer
