@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -125,6 +126,9 @@ def parse_args(argv=None):
     if unknown:
         parser.error(f"--model-overrides {unknown[0]}=...: no --system is named {unknown[0]}")
     args.overrides = dict(args.overrides)
+    for option, path in (("--reference", args.reference), ("--docids", args.docids), ("--bpe-codes", args.bpe_codes)):
+        if path is not None and not Path(path).is_file():
+            parser.error(f"{option} {path}: no such file")
     return args
 
 
@@ -170,7 +174,7 @@ def docids_path(args):
     return str(found[0])
 
 
-def translate(args, name, path, workdir):
+def translate(args, name, path, workdir, docids):
     """BLEU and speed of one system on the split, from fairseq-generate's output."""
     output = workdir / f"generate-{name}.txt"
     command = [sys.executable, "-m", "fairseq_cli.generate", args.data, *decoding_options(args, name, path)]
@@ -184,37 +188,56 @@ def translate(args, name, path, workdir):
     speed = SPEED_LINE.search(done.stdout + done.stderr)
     if speed is None:
         raise ComparisonError(f"{name}: fairseq-generate printed no 'Translated ... sentences/s' line ({log})")
-    docids = read_docids(docids_path(args))
     hypotheses = read_hypotheses(str(output), len(docids))
     references = read_references(str(output), len(docids), args.reference)
     bleu = score_documents(hypotheses, references, docids)
     return {**bleu, "sentences_per_second": float(speed[4]), "generate_output": str(output)}
 
 
-def contrastive_accuracy(args, name, path):
-    """{distance or "all": (right, total)} of the contrastive items, or None without items."""
+def contrastive_options(args):
+    """contrastive_eval.py's options, from ours."""
+    return SimpleNamespace(
+        format=args.contrastive[0], files=args.contrastive[1:], context_size=args.context_size,
+        group_size=args.group_size, moses=args.moses, bpe_codes=args.bpe_codes, max_tokens=4096,
+    )
+
+
+def contrastive_items(args):
+    """The items of ``--contrastive FORMAT FILE...``, or None without it."""
     if not args.contrastive:
         return None
     import contrastive_eval
 
-    options = SimpleNamespace(
-        format=args.contrastive[0], files=args.contrastive[1:], context_size=args.context_size,
-        group_size=args.group_size, moses=args.moses, bpe_codes=args.bpe_codes, max_tokens=4096,
-    )
-    expected = contrastive_eval.FILES.get(options.format)
-    if expected is None or len(options.files) != len(expected):
+    expected = contrastive_eval.FILES.get(args.contrastive[0])
+    if expected is None or len(args.contrastive) - 1 != len(expected):
         raise ComparisonError(
             f"--contrastive {' '.join(args.contrastive)}: give a format and its files: "
             + "; ".join(f"{name} {' '.join(files)}" for name, files in contrastive_eval.FILES.items())
         )
+    with contrastive_errors():
+        return contrastive_eval.read_items(contrastive_options(args))
+
+
+def contrastive_accuracy(args, name, path, items):
+    """{distance or "all": (right, total)} of system ``name``'s contrastive items, or None without items."""
+    if items is None:
+        return None
+    import contrastive_eval
     import torch
 
+    use_cuda = torch.cuda.is_available() and not args.cpu
+    with contrastive_errors():
+        return contrastive_eval.evaluate(
+            path, args.data, items, contrastive_options(args), use_cuda, args.overrides.get(name)
+        )[1]
+
+
+@contextmanager
+def contrastive_errors():
     from memory_nmt.evaluation.contrastive import ContrastiveDataError
 
-    use_cuda = torch.cuda.is_available() and not args.cpu
     try:
-        items = contrastive_eval.read_items(options)
-        return contrastive_eval.evaluate(path, args.data, items, options, use_cuda, args.overrides.get(name))[1]
+        yield
     except ContrastiveDataError as error:
         raise ComparisonError(f"--contrastive: {error}") from None
 
@@ -357,11 +380,12 @@ def plot(results, lengths, path):
 
 
 def compare(args, workdir):
+    docids, items = read_docids(docids_path(args)), contrastive_items(args)  # before translating anything
     results = {}
     for name, path in args.systems:
-        results[name] = translate(args, name, path, workdir)
+        results[name] = translate(args, name, path, workdir, docids)
         print(f"==> {name}: contrastive items and documents of {args.lengths} sentences", file=sys.stderr, flush=True)
-        results[name]["contrastive"] = contrastive_accuracy(args, name, path)
+        results[name]["contrastive"] = contrastive_accuracy(args, name, path, items)
         results[name]["long_documents"] = {n: measure_in_subprocess(args, name, path, n) for n in args.lengths}
         results[name]["checkpoint"] = path
         results[name]["model_overrides"] = args.overrides.get(name)

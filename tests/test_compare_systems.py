@@ -10,6 +10,8 @@ from conftest import REPO, run
 from memory_nmt.evaluation import synthetic
 
 SCRIPT = REPO / "scripts" / "compare_systems.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import compare_systems  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +79,6 @@ def test_bad_system_is_refused_by_name(data_bin, tmp_path):
 def test_model_overrides_reach_their_system_only(data_bin, tmp_path):
     import subprocess
 
-    sys.path.insert(0, str(SCRIPT.parent))
-    import compare_systems
-
     checkpoint = tmp_path / "model.pt"
     checkpoint.write_bytes(b"")
     args = compare_systems.parse_args([
@@ -93,3 +92,21 @@ def test_model_overrides_reach_their_system_only(data_bin, tmp_path):
         done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"lg-5={checkpoint}",
                                "--model-overrides", wrong], capture_output=True, text=True)
         assert done.returncode == 2 and message in done.stderr
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--contrastive", "voita", "{tmp}/missing.json"], "--contrastive: cannot read {tmp}/missing.json"),
+    (["--contrastive", "voita"], "--contrastive voita: give a format and its files"),
+    (["--contrastive", "voita", "{tmp}/bad.json"], "entry 0: 'true_ind' is a str"),
+    (["--gen-subset", "nosuch"], "expected one nosuch.SRC-TGT.docids"),
+    (["--reference", "{tmp}/missing.de"], "--reference {tmp}/missing.de: no such file"),
+], ids=["contrastive-file", "contrastive-format", "contrastive-item", "docids", "reference"])
+def test_inputs_are_checked_before_the_first_system_is_translated(data_bin, tmp_path, capsys, arguments, message):
+    """Each of these failed only after the first system had been translated. The checkpoint
+    here is not one: translating anything would fail on it first."""
+    (tmp_path / "checkpoint.pt").write_bytes(b"")
+    (tmp_path / "bad.json").write_text(json.dumps([{"src": "a", "dst": ["b", "c"], "true_ind": "0"}]))
+    with pytest.raises(SystemExit) as refused:
+        compare_systems.main(["--data", str(data_bin), "--system", f"a={tmp_path}/checkpoint.pt", "--cpu",
+                              *(argument.format(tmp=tmp_path) for argument in arguments)])
+    assert message.format(tmp=tmp_path) in f"{refused.value.code} {capsys.readouterr().err}"
