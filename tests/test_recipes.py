@@ -129,6 +129,15 @@ def test_unknown_option_is_refused(tmp_path):
     assert result.returncode != 0 and "unknown option --step" in result.stderr
 
 
+@pytest.mark.parametrize("script", ["europarl.sh", "cpu_preset.sh"])
+def test_an_unknown_step_is_refused_not_skipped(tmp_path, script):
+    """A misspelt step matched none, so the recipe did nothing and exited 0."""
+    result = subprocess.run(["bash", str(RECIPES / script), "--steps", "binarize,trian"],
+                            env={**os.environ, "WORK_DIR": str(tmp_path)}, capture_output=True, text=True)
+    assert result.returncode != 0 and "--steps binarize,trian: unknown step 'trian'" in result.stderr
+    assert "== binarize" not in result.stderr, "refused before any step runs"
+
+
 def test_a_raw_dir_that_does_not_exist_is_named_not_downloaded_into(tmp_path):
     missing = tmp_path / "no-such-dir"
     result = subprocess.run(["bash", str(RECIPES / "europarl.sh"), "--steps", "download,prepare"],

@@ -342,9 +342,11 @@ wants() {
     [[ $STEPS == all || ,$STEPS, == *,$1,* ]]
 }
 
-# Parse --steps (a comma-separated subset of the step names given after --) into STEPS.
+# parse_steps STEP,STEP,... ARGS...: the recipe's options (ARGS) into STEPS; --steps is a
+# comma-separated subset of its steps (STEP,STEP,...), and any other name is an error.
 parse_steps() {
-    local usage=$1
+    local known=$1 usage step steps
+    usage="$(basename "$0") [--steps $1]"
     shift
     while (($#)); do
         case $1 in
@@ -352,12 +354,18 @@ parse_steps() {
             *) fail "unknown option $1; usage: $usage" ;;
         esac
     done
+    [[ $STEPS == all ]] && return 0
+    IFS=, read -r -a steps <<< "$STEPS"
+    for step in "${steps[@]}"; do
+        [[ ,$known, == *,"$step",* ]] || fail "--steps $STEPS: unknown step '$step'; usage: $usage"
+    done
+    ((${#steps[@]})) || fail "--steps needs at least one step; usage: $usage"
 }
 
 selective_attn_recipe() {
     local name=$1 split
     shift
-    parse_steps "$(basename "$0") [--steps download,prepare,binarize,train,generate,score,compare]" "$@"
+    parse_steps download,prepare,binarize,train,generate,score,compare "$@"
     if [[ -n ${RAW_DIR:-} && ! -d $RAW_DIR ]]; then
         fail "RAW_DIR=$RAW_DIR does not exist; give the directory that holds the" \
             "concatenated_${SRC}2${TGT}_*.txt files, or leave RAW_DIR unset to download into WORK_DIR"

@@ -80,7 +80,7 @@ prepare_splits() {
 }
 
 main() {
-    parse_steps "cpu_preset.sh [--steps split,prepare,binarize,train,generate,score,compare]" "$@"
+    parse_steps split,prepare,binarize,train,generate,score,compare "$@"
     mkdir -p "$WORK_DIR"
     if wants split; then read_corpora; split_documents; fi
     if wants prepare; then prepare_splits; fi
