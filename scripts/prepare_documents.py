@@ -300,6 +300,11 @@ def output_paths(args):
 def prepare(args):
     """Read, pair, process and write one corpus; return the one-line summary."""
     paths = output_paths(args)
+    if args.bpe_codes and not args.learn_bpe and not Path(args.bpe_codes).is_file():
+        raise PrepareError(
+            f"--bpe-codes {args.bpe_codes}: no such file; learn the codes on the training split "
+            "first (--learn-bpe N --bpe-codes CODES)"
+        )
     source_docs = read_side(args.source, args.format, args.doc_prefix)
     target_docs = read_side(args.target, args.format, args.doc_prefix)
     pairs = pair_sides(args.source, args.target, source_docs, target_docs, args.format)

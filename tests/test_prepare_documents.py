@@ -235,6 +235,22 @@ def test_bpe_on_a_corpus_with_nothing_to_merge_is_an_error(tmp_path):
     assert not (tmp_path / "codes").exists()
 
 
+def test_bpe_codes_to_apply_are_checked_before_the_corpus_is_read(tmp_path, monkeypatch, capsys):
+    """Missing codes were found only after reading and Moses-tokenizing the whole corpus."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    import prepare_documents
+
+    def read_side(*args):
+        raise AssertionError("the corpus was read before the codes were checked")
+
+    monkeypatch.setattr(prepare_documents, "read_side", read_side)
+    missing = tmp_path / "bpe.codes"
+    with pytest.raises(SystemExit, match=re.escape(f"error: --bpe-codes {missing}: no such file; learn")):
+        prepare_documents.main(["--format", "blank-lines", "--source", str(tmp_path / "a.en"), "--target",
+                                str(tmp_path / "a.de"), "--source-lang", "en", "--target-lang", "de",
+                                "--output-prefix", str(tmp_path / "out"), "--moses", "--bpe-codes", str(missing)])
+
+
 def test_mismatched_sentence_counts_name_the_document(tmp_path):
     result = prepare(tmp_path, "blank-lines", "a\nb\n\nc\nd\n", "x\ny\n\nz\n")
     assert_fails(result, "corpus-1", "2 sentences", "1 in", "corpus.src", "corpus.tgt")
