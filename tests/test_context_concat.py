@@ -3,15 +3,12 @@ previous sentences of its own document only (the model's own translations when d
 oldest first to the positions; incremental decoding after the prefix equals teacher forcing;
 batching changes nothing; and the stock CLIs, interactive mode and the hub run it."""
 import re
-import subprocess
 
 import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from conftest import CONCAT, PLUGIN, TINY_DIMS, batches, build, fairseq_command, run
-from memory_nmt.pipeline.carry import CarryStore
-from memory_nmt.pipeline.generator import DocumentSequenceGenerator
+from conftest import CONCAT, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike, walk
 from memory_nmt.pipeline.previous_sentences import PreviousSentences, unpadded
 
 
@@ -20,58 +17,6 @@ def concat_model(data_bin, source, target, *more):
         data_bin, *CONCAT, "--source-context", str(source), "--target-context", str(target), *more
     )
     return task, model, criterion
-
-
-def walk(model, steps):
-    """Teacher-forced logits of every sentence, each lane carrying its previous sentences from
-    batch to batch in the pipeline's ``CarryStore``, as the criterion carries them."""
-    outputs, carries = {}, CarryStore()
-    with torch.no_grad():
-        for sample in steps:
-            lanes, net_input = sample["lanes"], sample["net_input"]
-            carry = carries.get(sample["position"])
-            carry_in = carry.select(lanes) if carry is not None else None
-            context = model.sentence_context(carry_in, lanes, None, net_input, sample["target"].size(1) - 1)
-            logits, extra = model(**net_input, **context.inputs)
-            carries.keep(
-                sample["position"],
-                model.carry_out(context, lanes, net_input, sample["target"], extra["encoder_out"], extra),
-            )
-            for row, sentence in enumerate(sample["id"].tolist()):
-                outputs[sentence] = logits[row]
-    return outputs
-
-
-class Recorder:
-    """Decodes steps with the document generator, keeping each step's context inputs and hypotheses."""
-
-    def __init__(self, task, model, **generator_options):
-        self.model = model
-        self.generator = DocumentSequenceGenerator(
-            [model], task.target_dictionary, beam_size=3, max_len_b=12, **generator_options
-        )
-        self.contexts = []
-        self.sentence_context = model.sentence_context
-
-    def record(self, *args, **kwargs):
-        context = self.sentence_context(*args, **kwargs)
-        self.contexts.append(context.inputs)
-        return context
-
-    def decode(self, steps):
-        """{sentence id: best hypothesis} and, per step, (sample, context inputs, hypotheses)."""
-        self.model.sentence_context = self.record
-        try:
-            best, trace = {}, []
-            for sample in steps:
-                hypotheses = self.generator.generate([self.model], sample)
-                trace.append((sample, self.contexts[-1], hypotheses))
-                for sentence, sentence_hypotheses in zip(sample["id"].tolist(), hypotheses):
-                    assert sentence not in best, f"sentence {sentence} decoded twice"
-                    best[sentence] = sentence_hypotheses[0]["tokens"].tolist()
-            return best, trace
-        finally:
-            del self.model.sentence_context
 
 
 def test_no_context_computes_what_the_plain_transformer_computes(data_bin):
@@ -270,40 +215,7 @@ def test_a_sentences_loss_trains_its_own_pass_only(data_bin):
     assert reached == [False, False, False, False, True, True]
 
 
-def hypotheses_of(output):
-    return {int(i): text for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
-
-
-def decoding(checkpoint):
-    return ["--user-dir", str(PLUGIN), "--task", "document_translation", "--path", str(checkpoint),
-            "--beam", "3", "--max-len-b", "20", "--cpu"]
-
-
 def test_stock_clis_and_hub_translate_documents_alike(data_bin, concat_checkpoint):
-    generated = hypotheses_of(run([
-        fairseq_command("fairseq-generate"), str(data_bin), *decoding(concat_checkpoint),
-        "--gen-subset", "test", "--max-tokens", "200",
-    ]).stdout)
-    sentences = sum(1 for _ in open(data_bin / "test.en-de.docids"))
-    assert sorted(generated) == list(range(sentences))
-    expected = [generated[i] for i in range(sentences)]
-
-    lines = (data_bin.parent / "raw" / "test.en").read_text().splitlines()
-    interactive = subprocess.run(
-        [fairseq_command("fairseq-interactive"), str(data_bin), *decoding(concat_checkpoint),
-         "--source-lang", "en", "--target-lang", "de", "--buffer-size", "3", "--batch-size", "3"],
-        input="\n".join(lines) + "\n", capture_output=True, text=True,
-    )
-    assert interactive.returncode == 0, interactive.stderr[-3000:]
-    translated = hypotheses_of(interactive.stdout)
-    assert sorted(translated) == list(range(len(lines)))
-    assert [translated[i] for i, line in enumerate(lines) if line] == expected
-
     from memory_nmt.systems.context_concat.model import ContextConcatTransformerModel
 
-    hub = ContextConcatTransformerModel.from_pretrained(
-        str(concat_checkpoint.parent), checkpoint_file=concat_checkpoint.name, data_name_or_path=str(data_bin)
-    )
-    hub.cfg.generation.max_len_b = 20
-    documents = [d.split("\n") for d in "\n".join(lines).strip("\n").split("\n\n")]
-    assert [s for t in hub.translate_documents(documents, beam=3) for s in t] == expected
+    check_clis_and_hub_translate_alike(data_bin, concat_checkpoint, ContextConcatTransformerModel)
