@@ -5,10 +5,11 @@
   criterion, document decoding, fairseq-interactive's document mode and the hub, and the one
   interface a system implements (``pipeline/system.py``).
 - ``systems/``: one package per system, holding only what makes it that system:
-  ``recurrent_memory`` (``transformer_recurrent_memory``) and ``context_concat``
-  (``transformer_context_concat``); beside them, what systems share: loading a sentence-level
-  checkpoint (``checkpoint_fit.py``) and the ``two_rate_inverse_sqrt`` scheduler for the
-  parameters a system adds (``context_parameters.py``). fairseq's plain ``transformer`` runs in
+  ``recurrent_memory`` (``transformer_recurrent_memory``), ``context_concat``
+  (``transformer_context_concat``) and ``associated_memory`` (``transformer_associated_memory``);
+  beside them, what systems share: loading a sentence-level checkpoint (``checkpoint_fit.py``)
+  and the ``two_rate_inverse_sqrt`` scheduler for the parameters a system adds
+  (``context_parameters.py``). fairseq's plain ``transformer`` runs in
   the pipeline as the sentence-level system.
 - ``evaluation/``: contrastive scoring in context and the synthetic test documents.
 
@@ -24,6 +25,7 @@ allow_cpu_torchrun()
 
 from .pipeline import criterion, task  # noqa: E402,F401  (registration side effects)
 from .systems import two_rate_schedule  # noqa: E402,F401
+from .systems.associated_memory import model as associated_memory_model  # noqa: E402,F401
 from .systems.context_concat import model as context_concat_model  # noqa: E402,F401
 from .systems.local_global import model as local_global_model  # noqa: E402,F401
 from .systems.recurrent_memory import model as recurrent_memory_model  # noqa: E402,F401

@@ -1,0 +1,192 @@
+"""The Contextual Associated Memory Network (CAMN; Jiang et al., section 4.3) that turns a sentence's context into its encoder output.
+
+It reads, for the rows of a batch that have context: the current sentence's self-attention
+output x' (the top encoder layer's, eq. 5), that layer's output H_source, and the embedded
+context sequences (one per row when the context sentences are joined, one per context sentence
+when they are read in parallel; ``model.py`` embeds and selects them). Its parts:
+
+- ``ContextEncoder`` (eq. 6-7): a unidirectional single-layer GRU over the context's embeddings
+  (eq. 7, "the hidden state at each time step can represent the relation from the first word to
+  the current word", is a forward recurrence; a GRU as in Wang et al.'s document RNN, which
+  section 4.2 follows), of the embedding's size, then one multi-head self-attention block
+  (attention, residual, LayerNorm: the encoder's post-norm block) giving c'. The context is
+  right-padded, so a forward GRU's states at real words never depend on the padding after them:
+  no packing is needed, and the padding is masked as keys. Without the GRU (``rnn=False``, the
+  ablation "the multi-head attention works directly on the context embedding"), the block reads
+  the embeddings, which then carry positions (attention alone is order-blind).
+- ``InterSentenceAttention`` (eq. 10-13): multi-head attention of x' over c'. Per head, raw
+  scores M_raw = (W_q x')(W_k c')^T / sqrt(d_head) (eq. 10), a softmax over the context's words
+  with the padding masked (eq. 11-12), a_ij the α-weighted sum of W_v c' (eq. 13), then an
+  output projection. It also returns g(M_raw_j), the mean raw score over heads, the current
+  sentence's words and the context's words, padding excluded, which weights several context
+  sentences read in parallel (eq. 14-15: β = softmax_j g(M_raw_j), a_i = Σ_j β_j a_ij; context
+  sentences a row lacks take no part in its softmax). fairseq's ``MultiheadAttention`` does not
+  return raw scores, hence a module of its own.
+- ``UniformContext``: the ablation without inter-sentence attention: every word's context
+  vector is the masked mean of c' over the context's words, and several context sentences weigh
+  alike. The paper's ablation also gave the model a random training sentence as context; here
+  context always comes from the same document, so only the attention is removed.
+- H_context: a_i through a feed-forward block of its own (fc1, activation, fc2, residual,
+  LayerNorm, as the encoder's), "after the feed-forward operation" (section 4.3).
+- ``ContextGate`` (eq. 16-17): g = σ(W_g [H_source; H_context] + b_g), H = g ⊙ H_source +
+  (1 − g) ⊙ H_context, the encoder output the decoder's encoder-decoder attention reads.
+  b_g starts at ``GATE_BIAS``, a gate mostly open to the source; see ``ContextGate``.
+
+All its parameters are context parameters (``systems/context_parameters.py``): a plain
+transformer's checkpoint lacks them, and ``two_rate_inverse_sqrt`` trains them at --memory-lr.
+"""
+import math
+
+import torch
+from fairseq import utils
+from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
+from torch import Tensor, nn
+
+from ..context_parameters import tag_context_parameters
+
+GATE_BIAS = 1.0
+
+
+class ContextEncoder(nn.Module):
+    """c' of eq. 6: the context's embeddings (K, P, C) through the GRU, then self-attention."""
+
+    def __init__(self, embed_dim: int, attention_heads: int, dropout: float, attention_dropout: float, rnn: bool):
+        super().__init__()
+        self.rnn = nn.GRU(embed_dim, embed_dim) if rnn else None
+        self.self_attn = MultiheadAttention(
+            embed_dim, attention_heads, dropout=attention_dropout, self_attention=True
+        )
+        self.self_attn_layer_norm = LayerNorm(embed_dim)
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+
+    def forward(self, embedded: Tensor, padding_mask: Tensor) -> Tensor:
+        states = self.rnn(embedded)[0] if self.rnn is not None else embedded
+        attended, _ = self.self_attn(states, states, states, key_padding_mask=padding_mask, need_weights=False)
+        return self.self_attn_layer_norm(states + self.dropout_module(attended))
+
+
+class InterSentenceAttention(nn.Module):
+    """Eq. 10-13: each word of the current sentence reads one context sequence; also g(M_raw)."""
+
+    def __init__(self, embed_dim: int, attention_heads: int, attention_dropout: float):
+        super().__init__()
+        self.heads, self.head_dim = attention_heads, embed_dim // attention_heads
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(embed_dim, embed_dim) for _ in range(4))
+        for projection in (self.q_proj, self.k_proj, self.v_proj):  # as fairseq's attention
+            nn.init.xavier_uniform_(projection.weight, gain=1 / math.sqrt(2))
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.zeros_(self.out_proj.bias)
+        self.dropout_module = FairseqDropout(attention_dropout, module_name=self.__class__.__name__)
+
+    def split_heads(self, states: Tensor) -> Tensor:
+        """(T, P, C) -> (P, heads, T, head_dim)"""
+        return states.view(states.size(0), states.size(1), self.heads, self.head_dim).permute(1, 2, 0, 3)
+
+    def forward(self, query: Tensor, query_padding_mask: Tensor, context: Tensor, context_padding_mask: Tensor):
+        """``query`` (S, P, C) reads ``context`` (K, P, C): a_ij (S, P, C) and g(M_raw_j) (P,)."""
+        q, k, v = (self.split_heads(p(x)) for p, x in ((self.q_proj, query), (self.k_proj, context), (self.v_proj, context)))
+        raw = q @ k.transpose(2, 3) / math.sqrt(self.head_dim)  # (P, heads, S, K), eq. 10
+        masked = raw.masked_fill(context_padding_mask[:, None, None, :], float("-inf"))
+        weights = self.dropout_module(torch.softmax(masked, dim=-1))  # eq. 11-12
+        attended = (weights @ v).permute(2, 0, 1, 3).reshape(query.size(0), query.size(1), -1)  # eq. 13
+        real = (~query_padding_mask)[:, None, :, None] & (~context_padding_mask)[:, None, None, :]
+        mean_raw = (raw * real).sum((1, 2, 3)) / (real.sum((1, 2, 3)) * self.heads)
+        return self.out_proj(attended), mean_raw
+
+
+class UniformContext(nn.Module):
+    """Without inter-sentence attention: the mean of c' over the context's words, for every word."""
+
+    def forward(self, query: Tensor, query_padding_mask: Tensor, context: Tensor, context_padding_mask: Tensor):
+        real = (~context_padding_mask).t().unsqueeze(-1).type_as(context)  # (K, P, 1)
+        mean = (context * real).sum(0) / real.sum(0)
+        return mean.unsqueeze(0).expand(query.size(0), -1, -1), mean.new_zeros(mean.size(0))
+
+
+class ContextGate(nn.Module):
+    """Eq. 16-17. b_g starts at ``GATE_BIAS`` (σ(1) ≈ 0.73 of the source) and W_g as fairseq's
+    linear layers: mostly the source at first, which keeps a pretrained transformer's encoder
+    output mostly intact when finetuning from it, while from scratch the context still gets a
+    quarter of every state and its gradient from the start (README: the choice, measured)."""
+
+    def __init__(self, embed_dim: int):
+        super().__init__()
+        self.proj = nn.Linear(2 * embed_dim, embed_dim)
+        nn.init.constant_(self.proj.bias, GATE_BIAS)
+
+    def forward(self, source: Tensor, context: Tensor) -> Tensor:
+        gate = torch.sigmoid(self.proj(torch.cat([source, context], dim=-1)))
+        return gate * source + (1 - gate) * context
+
+
+class ContextualAssociatedMemory(nn.Module):
+    """The CAMN: the gated encoder output H of rows that have context (see the module docstring)."""
+
+    def __init__(
+        self,
+        embed_dim: int,
+        attention_heads: int,
+        ffn_embed_dim: int,
+        dropout: float,
+        attention_dropout: float,
+        activation_dropout: float,
+        activation_fn: str,
+        context_rnn: bool = True,
+        inter_sentence_attention: bool = True,
+    ):
+        super().__init__()
+        self.context_encoder = ContextEncoder(embed_dim, attention_heads, dropout, attention_dropout, context_rnn)
+        self.attention = (
+            InterSentenceAttention(embed_dim, attention_heads, attention_dropout)
+            if inter_sentence_attention else UniformContext()
+        )
+        self.fc1 = nn.Linear(embed_dim, ffn_embed_dim)
+        self.fc2 = nn.Linear(ffn_embed_dim, embed_dim)
+        self.activation_fn = utils.get_activation_fn(activation_fn)
+        self.activation_dropout_module = FairseqDropout(activation_dropout, module_name=self.__class__.__name__)
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.final_layer_norm = LayerNorm(embed_dim)
+        self.gate = ContextGate(embed_dim)
+        tag_context_parameters(self)
+
+    @property
+    def reads_with_rnn(self) -> bool:
+        return self.context_encoder.rnn is not None
+
+    def context_vectors(
+        self,
+        source_states: Tensor,
+        source_padding_mask: Tensor,
+        context_embedded: Tensor,
+        context_padding_mask: Tensor,
+        present: Tensor,
+    ) -> Tensor:
+        """a_i (S, R, C) of eq. 15 for R rows: ``source_states`` x' (S, R, C) and its padding
+        (R, S); the P context sequences embedded (K, P, C) with their padding (P, K), in the row
+        order of ``present`` (R, J), true for each sequence j a row has (every row has one)."""
+        rows_of = present.nonzero()[:, 0]  # the row of each sequence
+        context = self.context_encoder(context_embedded, context_padding_mask)
+        attended, mean_raw = self.attention(
+            source_states.index_select(1, rows_of), source_padding_mask.index_select(0, rows_of),
+            context, context_padding_mask,
+        )
+        scores = mean_raw.new_full(present.shape, float("-inf")).masked_scatter(present, mean_raw)
+        beta = torch.softmax(scores, dim=1)[present]  # eq. 14, over the sequences each row has
+        weighted = attended * beta.unsqueeze(-1).type_as(attended)
+        return torch.zeros_like(source_states).index_add(1, rows_of, weighted)  # eq. 15
+
+    def forward(
+        self,
+        source_states: Tensor,
+        source_padding_mask: Tensor,
+        source_output: Tensor,
+        context_embedded: Tensor,
+        context_padding_mask: Tensor,
+        present: Tensor,
+    ) -> Tensor:
+        """H (S, R, C): ``source_output`` (H_source) gated with H_context; the other arguments
+        as ``context_vectors``'."""
+        vectors = self.context_vectors(source_states, source_padding_mask, context_embedded, context_padding_mask, present)
+        transformed = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(vectors))))
+        context_output = self.final_layer_norm(vectors + self.dropout_module(transformed))
+        return self.gate(source_output, context_output)

@@ -1,0 +1,248 @@
+"""``transformer_associated_memory``: fairseq's transformer whose encoder output reads the previous source sentences through the CAMN.
+
+The Associated Memory Network (Jiang et al., section 4): the encoder is fairseq's; for a
+sentence with context, its output is the Contextual Associated Memory Network's gated sum H of
+the top layer's output (H_source) and the context's contribution (H_context,
+``context_network.py``), and the decoder, fairseq's own, reads H through its encoder-decoder
+attention ("the output of the gate H is integrated into the encoder-decoder attention", Fig. 2).
+
+Choices the paper leaves open, and why:
+
+- Where: the top encoder layer. x' (eq. 5) is that layer's self-attention block output (after
+  its LayerNorm, post-norm), caught by a forward hook on its ``self_attn_layer_norm`` for the
+  one encoder call; H_source is that layer's feed-forward block output, fairseq's encoder
+  output ("x'_i and a_i after the feed-forward operation as H_source and H_context"). Pre-norm
+  layers, LayerDrop and activation checkpointing are refused: each would hide or move x'.
+- The context encoder's embeddings are the encoder's own (shared ``embed_tokens``, scaled by
+  ``embed_scale``, dropout): the paper's context and source share a vocabulary, and a plain
+  transformer's checkpoint then starts the context encoder from trained embeddings.
+- The context: the document's previous ``--context-sentences`` N source sentences (default 1,
+  the paper's), from the lane's ``PreviousSentences`` carry (source side only). A document's
+  first sentence has none: its row skips the CAMN and its encoder output is H_source itself,
+  exactly the plain transformer's, and nothing computed from another row's context or
+  padding reaches it. ``--context-combination concatenate`` (default; the paper's only
+  experiment, footnote 1) joins the N sentences into one sequence, the break between them the
+  ``</s>`` every binarized sentence ends with (the paper's '####'), so the dictionary and a
+  plain transformer's checkpoint serve unchanged; ``parallel`` reads each sentence as its own
+  sequence and weighs them by eq. 14-15.
+- The context is cut, oldest sentence first, so that it and the current sentence fit
+  ``--max-source-positions`` together (``ContextCuts``): the batches count the context with the
+  sentence within the positions (``pipeline/data.py``), and without the GRU the context's
+  embeddings take positions of their own.
+
+The encoder's output dict is fairseq's, with ``encoder_out`` replaced by H; beam search and the
+decoder need nothing else. A checkpoint of fairseq's plain ``transformer`` loads: the CAMN's
+parameters (``encoder.context_network``) keep their fresh initialisation (logged, ``systems/
+checkpoint_fit.py``) and ``two_rate_inverse_sqrt`` trains them at ``--memory-lr``.
+"""
+from contextlib import contextmanager
+from typing import List, Optional
+
+import torch
+from fairseq.data import data_utils
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerEncoderBase,
+    TransformerModel,
+    base_architecture,
+)
+from torch import Tensor
+
+from ...pipeline.previous_sentences import ContextCuts, PreviousSentences, unpadded
+from ...pipeline.system import DocumentSystem, SentenceContext
+from ..checkpoint_fit import FitsTransformerCheckpoints
+from ..sizes import small_transformer
+from .context_network import ContextualAssociatedMemory
+
+CONTEXT_COMBINATIONS = ("concatenate", "parallel")
+
+
+class AssociatedMemoryEncoder(TransformerEncoderBase):
+    def __init__(self, cfg, dictionary, embed_tokens):
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.context_network = ContextualAssociatedMemory(
+            embed_dim=cfg.encoder.embed_dim,
+            attention_heads=cfg.encoder.attention_heads,
+            ffn_embed_dim=cfg.encoder.ffn_embed_dim,
+            dropout=cfg.dropout,
+            attention_dropout=cfg.attention_dropout,
+            activation_dropout=cfg.activation_dropout,
+            activation_fn=cfg.activation_fn,
+            context_rnn=not cfg.no_context_rnn,
+            inter_sentence_attention=not cfg.no_inter_sentence_attention,
+        )
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+        context_tokens: Optional[Tensor] = None,
+    ):
+        """fairseq's encoder forward; where a row has context in ``context_tokens`` (B, J, L:
+        J right-padded sequences per row, all padding for a sequence it lacks), its
+        ``encoder_out`` is the CAMN's gated H instead of the top layer's output."""
+        if context_tokens is None:
+            return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        present = context_tokens.ne(self.padding_idx).any(-1)
+        rows = present.any(1).nonzero().squeeze(1)
+        with self.recording_self_attention() as recorded:
+            encoder_out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        if not rows.numel():
+            return encoder_out
+        present = present.index_select(0, rows)
+        sequences = context_tokens.index_select(0, rows)[present]
+        sequences = sequences[:, : int(sequences.ne(self.padding_idx).sum(1).max())]
+        source_output = encoder_out["encoder_out"][0]
+        gated = self.context_network(
+            recorded[0].index_select(1, rows),
+            encoder_out["encoder_padding_mask"][0].index_select(0, rows),
+            source_output.index_select(1, rows),
+            self.embed_context(sequences),
+            sequences.eq(self.padding_idx),
+            present,
+        )
+        encoder_out["encoder_out"] = [source_output.index_copy(1, rows, gated)]
+        return encoder_out
+
+    @contextmanager
+    def recording_self_attention(self):
+        """The top layer's self-attention block output x' (T x B x C) of the encoder calls
+        made inside, in a list."""
+        recorded: List[Tensor] = []
+        handle = self.layers[-1].self_attn_layer_norm.register_forward_hook(
+            lambda module, inputs, output: recorded.append(output)
+        )
+        try:
+            yield recorded
+        finally:
+            handle.remove()
+
+    def embed_context(self, tokens: Tensor) -> Tensor:
+        """The context's embeddings (L x P x C): scaled token embeddings for the GRU, which
+        orders the words itself, or with positions added for the self-attention alone."""
+        if self.context_network.reads_with_rnn:
+            embedded = self.dropout_module(self.embed_scale * self.embed_tokens(tokens))
+        else:
+            embedded, _ = self.forward_embedding(tokens)
+        return embedded.transpose(0, 1)
+
+
+@register_model("transformer_associated_memory")
+class AssociatedMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints, TransformerModel):
+    """Transformer with a Contextual Associated Memory Network over the previous source sentences (Jiang et al.)."""
+
+    def __init__(self, args, encoder, decoder):
+        super().__init__(args, encoder, decoder)
+        self.context_sentence_count = args.context_sentences
+        self.context_combination = args.context_combination
+        self.context_cuts = ContextCuts()
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        parser.add_argument("--context-sentences", type=int, metavar="N",
+                            help="previous source sentences of the document the associated memory "
+                                 "reads (default: 1, the paper's)")
+        parser.add_argument("--context-combination", choices=CONTEXT_COMBINATIONS,
+                            help="several context sentences: joined into one sequence (concatenate, "
+                                 "the default and the paper's experiment) or read one by one and "
+                                 "weighed by their mean attention score (parallel, eq. 14-15)")
+        parser.add_argument("--no-context-rnn", action="store_true",
+                            help="ablation: the context encoder's self-attention reads the context's "
+                                 "embeddings (with positions) without the GRU")
+        parser.add_argument("--no-inter-sentence-attention", action="store_true",
+                            help="ablation: every word reads the mean of the context encoder's "
+                                 "states instead of attending to them")
+
+    @classmethod
+    def build_model(cls, args, task):
+        associated_memory_base(args)
+        if args.context_sentences < 1:
+            raise ValueError(
+                f"--context-sentences {args.context_sentences}: give the number of previous source "
+                "sentences to read, 1 or more (fairseq's transformer reads none)"
+            )
+        refused = {
+            "--encoder-normalize-before": args.encoder_normalize_before,
+            "--encoder-layerdrop": args.encoder_layerdrop > 0,
+            "--checkpoint-activations": args.checkpoint_activations,
+        }
+        for option, given in refused.items():
+            if given:
+                raise ValueError(
+                    f"transformer_associated_memory does not support {option}: the associated "
+                    "memory reads the top encoder layer's post-norm self-attention output"
+                )
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return AssociatedMemoryEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+
+    def context_sentences(self):
+        return self.context_sentence_count, 0
+
+    def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
+        """Each row's previous source sentences, cut to fit the positions beside the current
+        one, as ``context_tokens`` (B, J, L) for the encoder; none where no row has any."""
+        if carry is None:
+            return SentenceContext()
+        previous = PreviousSentences.of_rows(carry, continues, lanes.numel())
+        pad = self.encoder.padding_idx
+        limit = self.encoder.max_positions()
+        contexts = [
+            self.context_cuts.fitting(source, limit - sentence.numel())
+            for (source, _), sentence in zip(previous, unpadded(net_input["src_tokens"], pad))
+        ]
+        inputs = {}
+        if any(contexts):
+            inputs["context_tokens"] = self.collate_context(contexts)
+        return SentenceContext(inputs=inputs, kept=previous)
+
+    def collate_context(self, contexts: List[List[Tensor]]) -> Tensor:
+        """(B, J, L), right-padded: J = 1 joined sequence per row (concatenate) or J = N
+        sentences, oldest first, a row's missing ones all padding (parallel)."""
+        if self.context_combination == "concatenate":
+            sequences = [[torch.cat(sentences)] if sentences else [] for sentences in contexts]
+        else:
+            sequences = contexts
+        width = 1 if self.context_combination == "concatenate" else self.context_sentence_count
+        nothing = next(sentence for sentences in contexts for sentence in sentences)[:0]
+        flat = [row[j] if j < len(row) else nothing for row in sequences for j in range(width)]
+        tokens = data_utils.collate_tokens(flat, self.encoder.padding_idx, left_pad=False)
+        return tokens.view(len(contexts), width, -1)
+
+    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> PreviousSentences:
+        """Each lane's previous source sentences, with this sentence added."""
+        pad = self.encoder.padding_idx
+        previous = context.kept or PreviousSentences.of_rows(None, None, lanes.numel())
+        return PreviousSentences.after(
+            lanes, previous, unpadded(net_input["src_tokens"], pad), unpadded(target, pad),
+            self.context_sentence_count, 0,
+        )
+
+
+def associated_memory_base(args):
+    """The associated memory's defaults, for options not given (a value given is kept)."""
+    if getattr(args, "context_sentences", None) is None:
+        args.context_sentences = 1
+    args.context_combination = getattr(args, "context_combination", None) or "concatenate"
+    args.no_context_rnn = getattr(args, "no_context_rnn", False)
+    args.no_inter_sentence_attention = getattr(args, "no_inter_sentence_attention", False)
+    base_architecture(args)
+
+
+@register_model_architecture("transformer_associated_memory", "transformer_associated_memory")
+def transformer_associated_memory(args):
+    """transformer-base (6+6 layers, 512/2048, 8 heads) with the associated memory on the previous source sentence."""
+    associated_memory_base(args)
+
+
+@register_model_architecture("transformer_associated_memory", "transformer_associated_memory_small")
+def transformer_associated_memory_small(args):
+    """A small model for CPUs and tests: 2+2 layers, 128/256, 4 heads."""
+    small_transformer(args)
+    associated_memory_base(args)
