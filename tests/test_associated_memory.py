@@ -10,6 +10,7 @@ import torch
 from fairseq.trainer import Trainer
 
 from conftest import (
+    AMN,
     COMMON,
     TINY_DIMS,
     Recorder,
@@ -23,8 +24,6 @@ from conftest import (
 from memory_nmt.systems.associated_memory.context_network import GATE_BIAS
 from memory_nmt.systems.associated_memory.model import AssociatedMemoryTransformerModel
 from memory_nmt.systems.context_parameters import is_context_parameter
-
-AMN = ["--arch", "transformer_associated_memory_small", *TINY_DIMS]
 
 
 def amn_model(data_bin, *more):

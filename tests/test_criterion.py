@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from conftest import CONCAT, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
+from conftest import AMN, CONCAT, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
 from memory_nmt.pipeline.carry import CarryOrderError, CarryStore
 
 
@@ -128,7 +128,8 @@ def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin, passes)
         assert torch.allclose(walked.states[name], rebuilt.states[name], atol=1e-6)
 
 
-@pytest.mark.parametrize("arch, max_tokens", [(TINY_MODEL, 120), (CONCAT, 100)], ids=["memory", "concat"])
+@pytest.mark.parametrize("arch, max_tokens", [(TINY_MODEL, 120), (CONCAT, 100), (AMN, 100)],
+                         ids=["memory", "concat", "amn"])
 def test_a_step_in_several_passes_trains_as_one_batch(data_bin, arch, max_tokens):
     """--passes-per-step changes the padding only: a window whose steps go through the model
     in several passes gives the loss, the gradients and the carry of the same steps each in

@@ -7,7 +7,7 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from conftest import CONCAT, COMMON, PLUGIN, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, run
+from conftest import AMN, CONCAT, COMMON, PLUGIN, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, run
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.system import DocumentSystemError, SentenceLevel, document_system
 
@@ -44,7 +44,7 @@ def test_stock_clis_train_and_decode_it_in_the_document_task(data_bin, sentence_
     assert sorted(int(i) for i in re.findall(r"^H-(\d+)\t", generated, re.M)) == list(range(sentences))
 
 
-@pytest.mark.parametrize("arch", [TINY_MODEL, CONCAT], ids=["memory", "concat"])
+@pytest.mark.parametrize("arch", [TINY_MODEL, CONCAT, AMN], ids=["memory", "concat", "amn"])
 def test_a_document_system_outside_the_document_task_is_refused(data_bin, arch):
     """fairseq-generate --task translation with a document checkpoint would decode every sentence
     without its context and say nothing."""
