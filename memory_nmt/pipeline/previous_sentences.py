@@ -5,8 +5,10 @@ sentences of its document, oldest first, each a 1-D tensor of token ids ending w
 without padding: the source as binarized, the target as the reference in training and as the
 chosen hypothesis in decoding (``generator.py``). A document's first sentence has none, and a
 lane starts empty, so the sentences never come from another document. Systems that read earlier
-sentences (the concatenation model) read them with ``of_rows`` and carry them on with ``after``,
-and cut them to the positions the model has room for with a ``ContextCuts``.
+sentences (the concatenation model, the Associated Memory Network) derive from
+``PreviousSentencesSystem``: they read them with ``of_rows``, carry them on with ``after`` (the
+last ``context_sentences()`` of each side), and cut them to the positions the model has room for
+with a ``ContextCuts``.
 """
 import logging
 from typing import List, Optional, Sequence, Tuple
@@ -15,6 +17,7 @@ import torch
 from torch import Tensor
 
 from .carry import Carry
+from .system import DocumentSystem
 
 logger = logging.getLogger(__name__)
 
@@ -104,3 +107,30 @@ class ContextCuts:
             kept.append(sentence)
             used += sentence.numel()
         return kept[::-1]
+
+
+class PreviousSentencesSystem(DocumentSystem):
+    """A document system whose context is its document's earlier sentences, carried in
+    ``PreviousSentences``: it keeps the last ``context_sentences()`` source and target sentences of each lane, and
+    cuts its rows' source ones with ``context_cuts`` to fit the encoder's positions beside the
+    current sentence."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.context_cuts = ContextCuts()
+
+    def sources_beside(self, previous: Sequence[Tuple[Sentences, Sentences]], sentences: Sequence[Tensor]):
+        """Each row's previous source sentences (``of_rows``) that fit the encoder's positions
+        beside its current sentence (``sentences``, unpadded), the oldest cut first."""
+        limit = self.encoder.max_positions()
+        return [
+            self.context_cuts.fitting(source, limit - sentence.numel())
+            for (source, _), sentence in zip(previous, sentences)
+        ]
+
+    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> PreviousSentences:
+        """Each lane's previous sentences, with this sentence and its translation added."""
+        pad = self.encoder.padding_idx
+        previous = context.kept or PreviousSentences.of_rows(None, None, lanes.numel())
+        sources, targets = unpadded(net_input["src_tokens"], pad), unpadded(target, pad)
+        return PreviousSentences.after(lanes, previous, sources, targets, *self.context_sentences())

@@ -84,7 +84,9 @@ class InterSentenceAttention(nn.Module):
 
     def forward(self, query: Tensor, query_padding_mask: Tensor, context: Tensor, context_padding_mask: Tensor):
         """``query`` (S, P, C) reads ``context`` (K, P, C): a_ij (S, P, C) and g(M_raw_j) (P,)."""
-        q, k, v = (self.split_heads(p(x)) for p, x in ((self.q_proj, query), (self.k_proj, context), (self.v_proj, context)))
+        q = self.split_heads(self.q_proj(query))
+        k = self.split_heads(self.k_proj(context))
+        v = self.split_heads(self.v_proj(context))
         raw = q @ k.transpose(2, 3) / math.sqrt(self.head_dim)  # (P, heads, S, K), eq. 10
         masked = raw.masked_fill(context_padding_mask[:, None, None, :], float("-inf"))
         weights = self.dropout_module(torch.softmax(masked, dim=-1))  # eq. 11-12
@@ -120,31 +122,26 @@ class ContextGate(nn.Module):
 
 
 class ContextualAssociatedMemory(nn.Module):
-    """The CAMN: the gated encoder output H of rows that have context (see the module docstring)."""
+    """The CAMN: the gated encoder output H of rows that have context (see the module docstring).
 
-    def __init__(
-        self,
-        embed_dim: int,
-        attention_heads: int,
-        ffn_embed_dim: int,
-        dropout: float,
-        attention_dropout: float,
-        activation_dropout: float,
-        activation_fn: str,
-        context_rnn: bool = True,
-        inter_sentence_attention: bool = True,
-    ):
+    Sized as the encoder of ``cfg`` (a fairseq ``TransformerConfig``), with its dropouts and
+    activation; ``cfg.no_context_rnn`` and ``cfg.no_inter_sentence_attention`` are the ablations."""
+
+    def __init__(self, cfg):
         super().__init__()
-        self.context_encoder = ContextEncoder(embed_dim, attention_heads, dropout, attention_dropout, context_rnn)
-        self.attention = (
-            InterSentenceAttention(embed_dim, attention_heads, attention_dropout)
-            if inter_sentence_attention else UniformContext()
+        embed_dim, heads = cfg.encoder.embed_dim, cfg.encoder.attention_heads
+        self.context_encoder = ContextEncoder(
+            embed_dim, heads, cfg.dropout, cfg.attention_dropout, rnn=not cfg.no_context_rnn
         )
-        self.fc1 = nn.Linear(embed_dim, ffn_embed_dim)
-        self.fc2 = nn.Linear(ffn_embed_dim, embed_dim)
-        self.activation_fn = utils.get_activation_fn(activation_fn)
-        self.activation_dropout_module = FairseqDropout(activation_dropout, module_name=self.__class__.__name__)
-        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.attention = (
+            UniformContext() if cfg.no_inter_sentence_attention
+            else InterSentenceAttention(embed_dim, heads, cfg.attention_dropout)
+        )
+        self.fc1 = nn.Linear(embed_dim, cfg.encoder.ffn_embed_dim)
+        self.fc2 = nn.Linear(cfg.encoder.ffn_embed_dim, embed_dim)
+        self.activation_fn = utils.get_activation_fn(cfg.activation_fn)
+        self.activation_dropout_module = FairseqDropout(cfg.activation_dropout, module_name=self.__class__.__name__)
+        self.dropout_module = FairseqDropout(cfg.dropout, module_name=self.__class__.__name__)
         self.final_layer_norm = LayerNorm(embed_dim)
         self.gate = ContextGate(embed_dim)
         tag_context_parameters(self)
@@ -186,7 +183,9 @@ class ContextualAssociatedMemory(nn.Module):
     ) -> Tensor:
         """H (S, R, C): ``source_output`` (H_source) gated with H_context; the other arguments
         as ``context_vectors``'."""
-        vectors = self.context_vectors(source_states, source_padding_mask, context_embedded, context_padding_mask, present)
+        vectors = self.context_vectors(
+            source_states, source_padding_mask, context_embedded, context_padding_mask, present
+        )
         transformed = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(vectors))))
         context_output = self.final_layer_norm(vectors + self.dropout_module(transformed))
         return self.gate(source_output, context_output)

@@ -49,8 +49,8 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
-from ...pipeline.previous_sentences import ContextCuts, PreviousSentences, unpadded
-from ...pipeline.system import DocumentSystem, SentenceContext
+from ...pipeline.previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
+from ...pipeline.system import SentenceContext
 from ..checkpoint_fit import FitsTransformerCheckpoints
 from ..sizes import small_transformer
 from .context_network import ContextualAssociatedMemory
@@ -61,17 +61,7 @@ CONTEXT_COMBINATIONS = ("concatenate", "parallel")
 class AssociatedMemoryEncoder(TransformerEncoderBase):
     def __init__(self, cfg, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
-        self.context_network = ContextualAssociatedMemory(
-            embed_dim=cfg.encoder.embed_dim,
-            attention_heads=cfg.encoder.attention_heads,
-            ffn_embed_dim=cfg.encoder.ffn_embed_dim,
-            dropout=cfg.dropout,
-            attention_dropout=cfg.attention_dropout,
-            activation_dropout=cfg.activation_dropout,
-            activation_fn=cfg.activation_fn,
-            context_rnn=not cfg.no_context_rnn,
-            inter_sentence_attention=not cfg.no_inter_sentence_attention,
-        )
+        self.context_network = ContextualAssociatedMemory(cfg)
 
     def forward(
         self,
@@ -131,14 +121,13 @@ class AssociatedMemoryEncoder(TransformerEncoderBase):
 
 
 @register_model("transformer_associated_memory")
-class AssociatedMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints, TransformerModel):
+class AssociatedMemoryTransformerModel(PreviousSentencesSystem, FitsTransformerCheckpoints, TransformerModel):
     """Transformer with a Contextual Associated Memory Network over the previous source sentences (Jiang et al.)."""
 
     def __init__(self, args, encoder, decoder):
         super().__init__(args, encoder, decoder)
         self.context_sentence_count = args.context_sentences
         self.context_combination = args.context_combination
-        self.context_cuts = ContextCuts()
 
     @classmethod
     def add_args(cls, parser):
@@ -191,12 +180,7 @@ class AssociatedMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoint
         if carry is None:
             return SentenceContext()
         previous = PreviousSentences.of_rows(carry, continues, lanes.numel())
-        pad = self.encoder.padding_idx
-        limit = self.encoder.max_positions()
-        contexts = [
-            self.context_cuts.fitting(source, limit - sentence.numel())
-            for (source, _), sentence in zip(previous, unpadded(net_input["src_tokens"], pad))
-        ]
+        contexts = self.sources_beside(previous, unpadded(net_input["src_tokens"], self.encoder.padding_idx))
         inputs = {}
         if any(contexts):
             inputs["context_tokens"] = self.collate_context(contexts)
@@ -214,15 +198,6 @@ class AssociatedMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoint
         flat = [row[j] if j < len(row) else nothing for row in sequences for j in range(width)]
         tokens = data_utils.collate_tokens(flat, self.encoder.padding_idx, left_pad=False)
         return tokens.view(len(contexts), width, -1)
-
-    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> PreviousSentences:
-        """Each lane's previous source sentences, with this sentence added."""
-        pad = self.encoder.padding_idx
-        previous = context.kept or PreviousSentences.of_rows(None, None, lanes.numel())
-        return PreviousSentences.after(
-            lanes, previous, unpadded(net_input["src_tokens"], pad), unpadded(target, pad),
-            self.context_sentence_count, 0,
-        )
 
 
 def associated_memory_base(args):

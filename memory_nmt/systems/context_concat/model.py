@@ -48,8 +48,8 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
-from ...pipeline.previous_sentences import ContextCuts, PreviousSentences, unpadded
-from ...pipeline.system import DocumentSystem, SentenceContext
+from ...pipeline.previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
+from ...pipeline.system import SentenceContext
 from ..sizes import small_transformer
 
 
@@ -171,14 +171,13 @@ class ContextConcatDecoder(TransformerDecoderBase):
 
 
 @register_model("transformer_context_concat")
-class ContextConcatTransformerModel(DocumentSystem, TransformerModel):
+class ContextConcatTransformerModel(PreviousSentencesSystem, TransformerModel):
     """Transformer reading the previous sentences of the document concatenated to the current one."""
 
     def __init__(self, args, encoder, decoder):
         super().__init__(args, encoder, decoder)
         self.source_context = args.source_context
         self.target_context = args.target_context
-        self.context_cuts = ContextCuts()
 
     @classmethod
     def add_args(cls, parser):
@@ -222,10 +221,10 @@ class ContextConcatTransformerModel(DocumentSystem, TransformerModel):
         pad, eos = self.encoder.padding_idx, self.decoder.dictionary.eos()
         inputs = {}
         if self.source_context:
-            limit = self.encoder.max_positions()
+            sentences = unpadded(net_input["src_tokens"], pad)
             rows = [
-                torch.cat([*self.context_cuts.fitting(context, limit - sentence.numel()), sentence])
-                for (context, _), sentence in zip(previous, unpadded(net_input["src_tokens"], pad))
+                torch.cat([*context, sentence])
+                for context, sentence in zip(self.sources_beside(previous, sentences), sentences)
             ]
             inputs["source_with_context"] = data_utils.collate_tokens(rows, pad, eos, left_pad=True)
         if self.target_context:
@@ -234,15 +233,6 @@ class ContextConcatTransformerModel(DocumentSystem, TransformerModel):
             rows = [torch.cat([start, *self.context_cuts.fitting(context, budget)]) for _, context in previous]
             inputs["target_prefix"] = data_utils.collate_tokens(rows, pad, eos, left_pad=False)
         return SentenceContext(inputs=inputs, kept=previous)
-
-    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> PreviousSentences:
-        """Each lane's previous sentences, with this sentence and its translation added."""
-        pad = self.encoder.padding_idx
-        previous = context.kept or PreviousSentences.of_rows(None, None, lanes.numel())
-        return PreviousSentences.after(
-            lanes, previous, unpadded(net_input["src_tokens"], pad), unpadded(target, pad),
-            self.source_context, self.target_context,
-        )
 
 
 def context_concat_base(args):
