@@ -90,6 +90,19 @@ def concat_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
     return save_dir / "checkpoint_last.pt"
 
 
+TINY_TRANSFORMER_MODULES = ("encoder.embed_tokens, encoder.layers.0-1, decoder.embed_tokens, "
+                            "decoder.layers.0-1, decoder.output_projection")
+
+
+def fitted_parameters(log):
+    """The log lines of a plain transformer's checkpoint loaded into a system
+    (``checkpoint_fit.py``): (count, modules) of the loaded parameters and of the new ones."""
+    loaded = re.search(r"parameters loaded from the checkpoint: (\d+) tensors: (.*)", log)
+    new = re.search(r"new parameters \(not in the checkpoint\), freshly initialised: (\d+) tensors: (.*)", log)
+    assert loaded and new, log[-3000:]
+    return (int(loaded.group(1)), loaded.group(2)), (int(new.group(1)), new.group(2))
+
+
 def build(data_dir, *arguments, task="document_translation"):
     """(task, model, criterion, cfg) as fairseq-train would build them from ``arguments``."""
     from fairseq import options, tasks, utils
