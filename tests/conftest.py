@@ -169,6 +169,27 @@ def walk(model, steps, of_row=logits_of):
     return outputs
 
 
+def check_context_reach(model, steps, dictionary, reach, of_row=logits_of, threshold=1e-3):
+    """Rolls the words of one source sentence (the first step's first row, in group 0): the next
+    ``reach`` sentences of its document must change (``of_row`` by more than ``threshold``),
+    and no other sentence may change at all."""
+    reference = walk(model, steps, of_row)
+    changed = [dict(s, net_input=dict(s["net_input"])) for s in steps]
+    victim = int(changed[0]["lanes"][0])
+    tokens = changed[0]["net_input"]["src_tokens"].clone()
+    words = tokens[0].ge(dictionary.nspecial)
+    tokens[0, words] = torch.roll(tokens[0, words], 1)
+    changed[0]["net_input"]["src_tokens"] = tokens
+    perturbed = walk(model, changed, of_row)
+    for sample in steps[1:]:
+        for sentence, lane in zip(sample["id"].tolist(), sample["lanes"].tolist()):
+            difference = (reference[sentence] - perturbed[sentence]).abs().max().item()
+            if sample["position"].group == 0 and lane == victim and sample["position"].step <= reach:
+                assert difference > threshold, f"sentence {sentence} ignores a sentence of its context"
+            else:
+                assert difference == 0, f"sentence {sentence} read a sentence it must not read"
+
+
 class Recorder:
     """Decodes steps with the document generator, keeping each step's context inputs and hypotheses."""
 
