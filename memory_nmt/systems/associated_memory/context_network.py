@@ -44,7 +44,7 @@ from torch import Tensor, nn
 
 from ..context_parameters import tag_context_parameters
 
-GATE_BIAS = 1.0
+GATE_BIAS = 3.0
 
 
 class ContextEncoder(nn.Module):
@@ -106,10 +106,15 @@ class UniformContext(nn.Module):
 
 
 class ContextGate(nn.Module):
-    """Eq. 16-17. b_g starts at ``GATE_BIAS`` (σ(1) ≈ 0.73 of the source) and W_g as fairseq's
-    linear layers: mostly the source at first, which keeps a pretrained transformer's encoder
-    output mostly intact when finetuning from it, while from scratch the context still gets a
-    quarter of every state and its gradient from the start (README: the choice, measured)."""
+    """Eq. 16-17. b_g starts at ``GATE_BIAS`` = 3 and W_g as fairseq's linear layers: the gate
+    starts mostly open to the source (σ(3) ≈ 0.95), so a pretrained transformer's encoder output
+    is kept at first when finetuning from it, and the context still gets its share and gradient.
+
+    Measured on the quickstart's documents (README: Systems): started from its sentence model,
+    the validation loss per token is the transformer's 0.1390 with b_g = 3 (0.1391), against
+    0.1409 (b_g = 2), 0.1544 (1) and 0.2767 (0); finetuned from it for 2 epochs, b_g = 3 and 2
+    both resolve every pronoun whose cue is the previous sentence, as b_g = 3 and 1 do trained
+    from scratch for the quickstart's 6 epochs."""
 
     def __init__(self, embed_dim: int):
         super().__init__()
