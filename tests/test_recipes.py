@@ -199,9 +199,10 @@ def test_preset_split_is_deterministic(preset_split, tmp_path):
 
 
 def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
-    """news.sh end to end on a few real documents with a tiny model: the concatenation and
-    local+global models and the sentence control train for exactly the memory model's finetuning
-    updates, and all five systems reach the results table and the side-by-side comparison."""
+    """news.sh end to end on a few real documents with a tiny model: the concatenation model, the
+    Associated Memory Network, the local+global model and the sentence control train for exactly
+    the memory model's finetuning updates, and all six systems reach the results table and the
+    side-by-side comparison."""
     raw = tmp_path / "raw"
     raw.mkdir()
     for lang in ("en", "de"):
@@ -223,18 +224,22 @@ def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
 
     def updates(name):
         return last(name)["optimizer_history"][-1]["num_updates"]
-    assert updates("memory") == updates("concat") == updates("local_global") == updates("sentence_continued") == 3
+    assert updates("memory") == updates("concat") == updates("amn") == updates("local_global") == 3
+    assert updates("sentence_continued") == 3
     concat = last("concat")["cfg"]["model"]
     assert concat._name == "transformer_context_concat"
     assert (concat.source_context, concat.target_context) == (1, 0)
+    amn = last("amn")["cfg"]
+    assert (amn["model"]._name, amn["model"].context_sentences) == ("transformer_associated_memory", 1)
     local_global = last("local_global")["cfg"]
     assert (local_global["model"]._name, local_global["model"].chunk_sentences) == ("transformer_local_global", 20)
-    assert local_global["lr_scheduler"]._name == "two_rate_inverse_sqrt"
-    for name in ("concat", "local_global", "sentence_continued"):  # no early stop before the budget is spent
+    for name in ("amn", "local_global"):
+        assert last(name)["cfg"]["lr_scheduler"]["_name"] == "two_rate_inverse_sqrt"
+    for name in ("concat", "amn", "local_global", "sentence_continued"):  # no early stop before the budget is spent
         assert last(name)["cfg"]["checkpoint"]["patience"] == -1
     results = (work / "results.md").read_text(encoding="utf-8")
     compared = (work / "compare.txt").read_text(encoding="utf-8")
-    for name in ("sentence", "sentence_continued", "concat", "local_global", "memory"):
+    for name in ("sentence", "sentence_continued", "concat", "amn", "local_global", "memory"):
         assert f"| {name} |" in results
         assert any(line.split()[:1] == [name] for line in compared.splitlines())
     assert "MiB@3" in compared and (work / "compare.png").exists()

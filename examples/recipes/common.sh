@@ -9,12 +9,14 @@
 #   finetune_memory                      the recurrent-memory model, finetuned from the sentence one
 #   finetune_concat                      the concatenation model (2-to-1 by default), finetuned from
 #                                        the sentence one for as many updates as the memory model
+#   finetune_amn                         the Associated Memory Network, finetuned from the sentence
+#                                        one for as many updates as the memory model, at its rates
 #   finetune_local_global                the local+global model (chunks of CHUNK_SENTENCES), finetuned
-#                                        likewise, its new parameters at MEMORY_LR
+#                                        likewise
 #   continue_sentence                    the fair control: the sentence model trained on for as many
 #                                        updates (NAME sentence_continued)
 #   generate NAME                        fairseq-generate --beam 5 on the test split (NAME: sentence,
-#                                        sentence_continued, concat, local_global or memory),
+#                                        sentence_continued, concat, amn, local_global or memory),
 #                                        detokenized D- lines
 #   score NAME                           s-BLEU and d-BLEU with sacrebleu (scripts/document_bleu.py)
 #   results_table NAME...                a markdown table of the scores, also in WORK_DIR/results.md
@@ -51,6 +53,8 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${PASSES_PER_STEP:=3}"               # forward passes per sentence step: less padding (README: Speed)
 : "${CONCAT_ARCH:=transformer_context_concat}"
 : "${CONCAT_CONTEXT:=--source-context 1 --target-context 0}"   # 2-to-1; 2-to-2: --target-context 1
+: "${AMN_ARCH:=transformer_associated_memory}"
+: "${AMN_CONTEXT:=--context-sentences 1}"   # previous source sentences the associated memory reads
 : "${FINETUNE_LR:=$MEMORY_LR}"          # lr of the concatenation model and of the sentence control
 : "${LOCAL_GLOBAL_ARCH:=transformer_local_global}"
 : "${CHUNK_SENTENCES:=20}"              # the local+global model's chunks (the paper's 20 sentences)
@@ -60,6 +64,7 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${TRAIN_ARGS:=}"                     # extra fairseq-train options for both models (e.g. --fp16, --cpu)
 : "${SENTENCE_ARGS:=}" "${MEMORY_ARGS:=}"   # extra options for one of them (e.g. --max-update N)
 : "${CONCAT_ARGS:=}" "${CONTROL_ARGS:=}"     # extra options for finetune_concat / continue_sentence
+: "${AMN_ARGS:=}"                       # extra options for finetune_amn
 : "${LOCAL_GLOBAL_ARGS:=}"              # extra options for finetune_local_global
 : "${GENERATE_ARGS:=}"                  # extra fairseq-generate options (e.g. --cpu)
 : "${GENERATE_MAX_TOKENS:=$MAX_TOKENS}"
@@ -173,7 +178,8 @@ finetune_memory() {
 }
 
 # The updates the memory model's finetuning ran, read from its last checkpoint: the budget of
-# the concatenation model and of the sentence-level control, so that all three finetunings are equal.
+# the concatenation model, the Associated Memory Network and the sentence-level control, so that
+# all their finetunings are equal.
 finetune_updates() {
     local checkpoint=$WORK_DIR/checkpoints/memory/checkpoint_last.pt
     [[ -f $checkpoint ]] || fail "no $checkpoint; run finetune_memory first (its updates are the budget)"
@@ -192,28 +198,50 @@ equal_budget_options() {
         "--warmup-init-lr 1e-7 --dropout $MEMORY_DROPOUT"
 }
 
-finetune_concat() {
-    local budget context extra
+# A document system NAME (--arch ARCH) finetuned from the sentence model for exactly the memory
+# model's updates; the options given after ARCH come after the budget's, and win.
+finetune_for_budget() {
+    local name=$1 arch=$2 budget
+    shift 2
     split_words budget "$(equal_budget_options)"
-    split_words context "$CONCAT_CONTEXT"
-    split_words extra "$CONCAT_ARGS"
-    train concat --task document_translation --arch "$CONCAT_ARCH" "${context[@]}" \
+    train "$name" --task document_translation --arch "$arch" \
         --criterion document_label_smoothed_cross_entropy \
         --optimization-window "$OPTIMIZATION_WINDOW" --passes-per-step "$PASSES_PER_STEP" \
-        "${budget[@]}" "${extra[@]}"
+        "${budget[@]}" "$@"
 }
 
-# Whole chunks make a training batch, so --passes-per-step does not apply; the pretrained
-# parameters train at PRETRAINED_LR and the new ones (global layer, segment embeddings, the decoder's
-# relative positions) at MEMORY_LR, as the memory model's.
+finetune_concat() {
+    local context extra
+    split_words context "$CONCAT_CONTEXT"
+    split_words extra "$CONCAT_ARGS"
+    finetune_for_budget concat "$CONCAT_ARCH" "${context[@]}" "${extra[@]}"
+}
+
+# The memory model's two learning rates: PRETRAINED_LR for what the sentence model trained,
+# MEMORY_LR for the parameters a system adds.
+two_rate_options() {
+    echo "--lr-scheduler two_rate_inverse_sqrt --lr $PRETRAINED_LR --memory-lr $MEMORY_LR" \
+        "--memory-warmup-updates $MEMORY_WARMUP"
+}
+
+# The Associated Memory Network: its CAMN is new, so it trains at the memory model's two rates.
+finetune_amn() {
+    local context rates extra
+    split_words context "$AMN_CONTEXT"
+    split_words rates "$(two_rate_options)"
+    split_words extra "$AMN_ARGS"
+    finetune_for_budget amn "$AMN_ARCH" "${context[@]}" "${rates[@]}" "${extra[@]}"
+}
+
+# The local+global model at the two rates too (its global layer, segment embeddings and the
+# decoder's relative positions are new); whole chunks make a training batch, so --passes-per-step
+# does not apply.
 finetune_local_global() {
-    local budget extra
-    split_words budget "$(equal_budget_options)"
+    local rates extra
+    split_words rates "$(two_rate_options)"
     split_words extra "$LOCAL_GLOBAL_ARGS"
-    train local_global --task document_translation --arch "$LOCAL_GLOBAL_ARCH" \
-        --chunk-sentences "$CHUNK_SENTENCES" --criterion document_label_smoothed_cross_entropy \
-        "${budget[@]}" --lr-scheduler two_rate_inverse_sqrt --lr "$PRETRAINED_LR" \
-        --memory-lr "$MEMORY_LR" --memory-warmup-updates "$MEMORY_WARMUP" "${extra[@]}"
+    finetune_for_budget local_global "$LOCAL_GLOBAL_ARCH" --chunk-sentences "$CHUNK_SENTENCES" \
+        "${rates[@]}" "${extra[@]}"
 }
 
 # The sentence model trained on for as many updates as the document models' finetuning: what
@@ -233,8 +261,8 @@ generate() {
     already_done "$output" "generate $name" && return 0
     case $name in
         sentence | sentence_continued) task=(--task translation --required-batch-size-multiple 1) ;;
-        memory | concat | local_global) task=(--task document_translation) ;;
-        *) fail "generate: unknown model $name; give sentence, sentence_continued, concat, local_global or memory" ;;
+        memory | concat | amn | local_global) task=(--task document_translation) ;;
+        *) fail "generate: unknown model $name; give sentence, sentence_continued, concat, amn, local_global or memory" ;;
     esac
     split_words extra "$GENERATE_ARGS"
     run "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir "$PLUGIN" "${task[@]}" \
@@ -294,19 +322,21 @@ compare() {
     mv "$output.partial" "$output"
 }
 
-# The memory model's comparison: the concatenation and local+global models and the sentence
-# control finetuned for its budget, all translated and scored, then compared side by side.
+# The memory model's comparison: the concatenation, Associated Memory Network and local+global
+# models and the sentence control finetuned for its budget, all six translated and scored, then
+# compared side by side.
 compare_recipe() {
     finetune_concat
+    finetune_amn
     finetune_local_global
     continue_sentence
     local name
-    for name in sentence_continued concat local_global; do
+    for name in sentence_continued concat amn local_global; do
         generate "$name"
         score "$name"
     done
-    results_table sentence sentence_continued concat local_global memory
-    compare sentence sentence_continued concat local_global memory
+    results_table sentence sentence_continued concat amn local_global memory
+    compare sentence sentence_continued concat amn local_global memory
 }
 
 # Download URL to PATH unless PATH exists (through PATH.partial, so a cut download is redone).
