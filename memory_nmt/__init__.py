@@ -9,8 +9,8 @@
   (``transformer_context_concat``) and ``associated_memory`` (``transformer_associated_memory``);
   beside them, what systems share: loading a sentence-level checkpoint (``checkpoint_fit.py``)
   and the ``two_rate_inverse_sqrt`` scheduler for the parameters a system adds
-  (``context_parameters.py``). fairseq's plain ``transformer`` runs in
-  the pipeline as the sentence-level system.
+  (``context_parameters.py``). fairseq's plain ``transformer`` runs in the pipeline as the
+  sentence-level system.
 - ``evaluation/``: contrastive scoring in context and the synthetic test documents.
 
 Importing the package registers the systems, task, criterion and scheduler with fairseq, makes

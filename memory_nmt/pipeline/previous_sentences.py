@@ -111,9 +111,9 @@ class ContextCuts:
 
 class PreviousSentencesSystem(DocumentSystem):
     """A document system whose context is its document's earlier sentences, carried in
-    ``PreviousSentences``: it keeps the last ``context_sentences()`` source and target sentences of each lane, and
-    cuts its rows' source ones with ``context_cuts`` to fit the encoder's positions beside the
-    current sentence."""
+    ``PreviousSentences``: each lane keeps the last ``context_sentences()`` source and target
+    sentences, and a row's source ones are cut with ``context_cuts`` to fit the encoder's
+    positions beside its current sentence."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
