@@ -6,8 +6,8 @@
   interface a system implements (``pipeline/system.py``).
 - ``systems/``: one package per system, holding only what makes it that system:
   ``recurrent_memory`` (``transformer_recurrent_memory``), ``context_concat``
-  (``transformer_context_concat``) and ``associated_memory`` (``transformer_associated_memory``);
-  beside them, what systems share: loading a sentence-level checkpoint (``checkpoint_fit.py``)
+  (``transformer_context_concat``), ``associated_memory`` (``transformer_associated_memory``) and
+  ``local_global`` (``transformer_local_global``); beside them, what systems share: loading a sentence-level checkpoint (``checkpoint_fit.py``)
   and the ``two_rate_inverse_sqrt`` scheduler for the parameters a system adds
   (``context_parameters.py``). fairseq's plain ``transformer`` runs in the pipeline as the
   sentence-level system.

@@ -12,7 +12,7 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import (
     COMMON, PLUGIN, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike,
-    fairseq_command, run, walk,
+    fairseq_command, fitted_parameters, run, walk,
 )
 from memory_nmt.pipeline.data import plan_epoch
 from memory_nmt.systems.context_parameters import is_context_parameter
@@ -270,8 +270,7 @@ def test_finetuned_from_a_transformer_through_the_cli(data_bin, local_global_che
     _, log = local_global_checkpoint
     _, model, _, _ = build(data_bin, *LOCAL_GLOBAL, "--chunk-sentences", "3")
     assert "num_updates 4" in log
-    loaded = re.search(r"parameters loaded from the checkpoint: \d+ tensors: (.*)", log)[1]
-    new = re.search(r"new parameters \(not in the checkpoint\), freshly initialised: \d+ tensors: (.*)", log)[1]
+    (_, loaded), (_, new) = fitted_parameters(log)
     assert loaded == ("encoder.embed_tokens, encoder.layers.0-1, decoder.embed_tokens, decoder.layers.0-1, "
                       "decoder.output_projection")
     assert new == ("encoder.segment_embeddings, encoder.global_context, decoder.layers.0.self_attn.relative_positions, "
