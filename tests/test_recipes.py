@@ -216,7 +216,7 @@ def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
     run_recipe("news.sh", work, "--steps", "prepare,binarize,train,generate,score,compare", RAW_DIR=raw,
                BPE_MERGES=100, MODEL_ARGS=tiny, TRAIN_ARGS="--cpu", GENERATE_ARGS="--cpu --max-len-b 5",
                SENTENCE_ARGS="--max-update 2", SENTENCE_WARMUP=1, MEMORY_ARGS="--max-update 3",
-               MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048)
+               MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048, CHUNK_SENTENCES=4)
     import torch
 
     def last(name):
@@ -232,7 +232,7 @@ def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
     amn = last("amn")["cfg"]
     assert (amn["model"]._name, amn["model"].context_sentences) == ("transformer_associated_memory", 1)
     local_global = last("local_global")["cfg"]
-    assert (local_global["model"]._name, local_global["model"].chunk_sentences) == ("transformer_local_global", 20)
+    assert (local_global["model"]._name, local_global["model"].chunk_sentences) == ("transformer_local_global", 4)
     for name in ("amn", "local_global"):
         assert last(name)["cfg"]["lr_scheduler"]["_name"] == "two_rate_inverse_sqrt"
     for name in ("concat", "amn", "local_global", "sentence_continued"):  # no early stop before the budget is spent

@@ -57,7 +57,8 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${AMN_CONTEXT:=--context-sentences 1}"   # previous source sentences the associated memory reads
 : "${FINETUNE_LR:=$MEMORY_LR}"          # lr of the concatenation model and of the sentence control
 : "${LOCAL_GLOBAL_ARCH:=transformer_local_global}"
-: "${CHUNK_SENTENCES:=20}"              # the local+global model's chunks (the paper's 20 sentences)
+: "${CHUNK_SENTENCES:=20}"              # the local+global model's chunks (the paper's 20 sentences);
+                                        # a chunk's sentences times its widest must fit MAX_TOKENS
 : "${COMPARE_LENGTHS:=10,100,1000}"     # document lengths whose decoding peak memory is measured
 : "${COMPARE_CONTRASTIVE:=}"            # a contrastive test set, e.g. "voita deixis_test.json"
 : "${PATIENCE:=5}"
