@@ -224,6 +224,33 @@ class Recorder:
             del self.model.sentence_context
 
 
+def check_hypotheses_score_as_teacher_forced(task, model, trace, atol):
+    """Each of the 3 best hypotheses of every decoded step (a Recorder trace) scores, token by
+    token, what one teacher-forced pass over it with the same context inputs gives; returns how
+    many hypotheses were compared."""
+    pad, eos = task.target_dictionary.pad(), task.target_dictionary.eos()
+    compared = 0
+    for sample, inputs, hypotheses in trace:
+        for rank in range(3):
+            chosen = [h[rank] for h in hypotheses]
+            width = max(h["tokens"].numel() for h in chosen)
+            target = torch.full((len(chosen), width), pad)
+            previous = torch.full((len(chosen), width), pad)
+            for row, hypothesis in enumerate(chosen):
+                tokens = hypothesis["tokens"]
+                target[row, : tokens.numel()] = tokens
+                previous[row, 0], previous[row, 1: tokens.numel()] = eos, tokens[:-1]
+            net_input = dict(sample["net_input"], prev_output_tokens=previous)
+            with torch.no_grad():
+                log_probs = model.get_normalized_probs(model(**net_input, **inputs), log_probs=True)
+            forced = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+            for row, hypothesis in enumerate(chosen):
+                scores = hypothesis["positional_scores"]
+                assert torch.allclose(forced[row, : scores.numel()], scores, atol=atol)
+                compared += 1
+    return compared
+
+
 def hypotheses_of(output):
     return {int(i): text for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
 

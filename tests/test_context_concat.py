@@ -16,6 +16,7 @@ from conftest import (
     build,
     check_clis_and_hub_translate_alike,
     check_context_reach,
+    check_hypotheses_score_as_teacher_forced,
     walk,
 )
 from memory_nmt.pipeline.previous_sentences import PreviousSentences, unpadded
@@ -100,26 +101,7 @@ def test_incremental_decoding_after_the_prefix_equals_teacher_forcing(data_bin, 
     _, trace = Recorder(task, model, context_from=context_from).decode(group)
     prefix_lengths = {int(n) for _, inputs, _ in trace[1:] for n in inputs["target_prefix"].ne(task.target_dictionary.pad()).sum(1)}
     assert context_from == "hypothesis" or len(prefix_lengths) > 2
-    pad, eos = task.target_dictionary.pad(), task.target_dictionary.eos()
-    compared = 0
-    for sample, inputs, hypotheses in trace:
-        for rank in range(3):
-            chosen = [h[rank] for h in hypotheses]
-            width = max(h["tokens"].numel() for h in chosen)
-            target = torch.full((len(chosen), width), pad)
-            previous = torch.full((len(chosen), width), pad)
-            for row, hypothesis in enumerate(chosen):
-                tokens = hypothesis["tokens"]
-                target[row, : tokens.numel()] = tokens
-                previous[row, 0], previous[row, 1: tokens.numel()] = eos, tokens[:-1]
-            net_input = dict(sample["net_input"], prev_output_tokens=previous)
-            with torch.no_grad():
-                log_probs = model.get_normalized_probs(model(**net_input, **inputs), log_probs=True)
-            forced = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-            for row, hypothesis in enumerate(chosen):
-                scores = hypothesis["positional_scores"]
-                assert torch.allclose(forced[row, : scores.numel()], scores, atol=1e-9)
-                compared += 1
+    compared = check_hypotheses_score_as_teacher_forced(task, model, trace, atol=1e-9)
     assert compared > 20
 
 

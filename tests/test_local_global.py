@@ -12,7 +12,7 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import (
     COMMON, PLUGIN, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike,
-    fairseq_command, fitted_parameters, run, walk,
+    check_hypotheses_score_as_teacher_forced, fairseq_command, fitted_parameters, run, walk,
 )
 from memory_nmt.pipeline.data import plan_epoch
 from memory_nmt.systems.context_parameters import is_context_parameter
@@ -190,26 +190,7 @@ def test_incremental_decoding_with_the_previous_sentence_equals_teacher_forcing(
     task, model, _ = local_global_model(data_bin, 4)
     group = [s for s in batches(task, "test", max_tokens=1000) if s["position"].group == 0]
     _, trace = Recorder(task, model).decode(group)
-    pad, eos = task.target_dictionary.pad(), task.target_dictionary.eos()
-    compared = 0
-    for sample, inputs, hypotheses in trace:
-        for rank in range(3):
-            chosen = [h[rank] for h in hypotheses]
-            width = max(h["tokens"].numel() for h in chosen)
-            target = torch.full((len(chosen), width), pad)
-            previous = torch.full((len(chosen), width), pad)
-            for row, hypothesis in enumerate(chosen):
-                tokens = hypothesis["tokens"]
-                target[row, : tokens.numel()] = tokens
-                previous[row, 0], previous[row, 1: tokens.numel()] = eos, tokens[:-1]
-            net_input = dict(sample["net_input"], prev_output_tokens=previous)
-            with torch.no_grad():
-                log_probs = model.get_normalized_probs(model(**net_input, **inputs), log_probs=True)
-            forced = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-            for row, hypothesis in enumerate(chosen):
-                scores = hypothesis["positional_scores"]
-                assert torch.allclose(forced[row, : scores.numel()], scores, atol=1e-6)
-                compared += 1
+    compared = check_hypotheses_score_as_teacher_forced(task, model, trace, atol=1e-6)
     assert compared > 20 and any(s["position"].step for s, _, _ in trace)
 
 
