@@ -59,40 +59,31 @@ TRAINING_ARGS = [
     "--max-tokens", str(MAX_TOKENS), "--max-epoch", str(EPOCHS),
     "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "20", "--cpu",
 ]
-# Both models load the plugin: it also lets fairseq load its checkpoints under torch >= 2.6.
+# Every system loads the plugin: it also lets fairseq load its checkpoints under torch >= 2.6.
 SENTENCE = {
     "name": "sentence",
     "task": ["--user-dir", str(PLUGIN), "--task", "translation",
              "--required-batch-size-multiple", "1"],
     "train": ["--arch", "transformer", "--criterion", "label_smoothed_cross_entropy"],
 }
-CONCAT = {
-    "name": "concat",
-    "task": ["--user-dir", str(PLUGIN), "--task", "document_translation"],
-    "train": ["--arch", "transformer_context_concat_small", "--source-context", "1", "--target-context", "0",
-              "--criterion", "document_label_smoothed_cross_entropy",
-              "--optimization-window", WINDOW],
-}
-MEMORY = {
-    "name": "memory",
-    "task": ["--user-dir", str(PLUGIN), "--task", "document_translation"],
-    "train": ["--arch", "transformer_recurrent_memory_small",
-              "--criterion", "document_label_smoothed_cross_entropy",
-              "--optimization-window", WINDOW],
-}
-AMN = {
-    "name": "amn",
-    "task": ["--user-dir", str(PLUGIN), "--task", "document_translation"],
-    "train": ["--arch", "transformer_associated_memory_small", "--context-sentences", "1",
-              "--criterion", "document_label_smoothed_cross_entropy",
-              "--optimization-window", WINDOW],
-}
-LOCAL_GLOBAL = {
-    "name": "local_global",
-    "task": ["--user-dir", str(PLUGIN), "--task", "document_translation"],
-    "train": ["--arch", "transformer_local_global_small",
-              "--criterion", "document_label_smoothed_cross_entropy"],
-}
+
+
+def document_system(name, *arch_options, windowed=True):
+    """A system of the document task: its --arch and options, trained with the document criterion
+    (in optimization windows unless it trains on whole chunks)."""
+    window = ["--optimization-window", WINDOW] if windowed else []
+    return {
+        "name": name,
+        "task": ["--user-dir", str(PLUGIN), "--task", "document_translation"],
+        "train": [*arch_options, "--criterion", "document_label_smoothed_cross_entropy", *window],
+    }
+
+
+CONCAT = document_system("concat", "--arch", "transformer_context_concat_small",
+                         "--source-context", "1", "--target-context", "0")
+MEMORY = document_system("memory", "--arch", "transformer_recurrent_memory_small")
+AMN = document_system("amn", "--arch", "transformer_associated_memory_small", "--context-sentences", "1")
+LOCAL_GLOBAL = document_system("local_global", "--arch", "transformer_local_global_small", windowed=False)
 SYSTEMS = (SENTENCE, CONCAT, MEMORY, AMN, LOCAL_GLOBAL)
 GENERATE_LINE = re.compile(r"[STHDP]-\d+\t")
 HYPOTHESIS_LINE = re.compile(r"H-(\d+)\t[^\t]*\t(.*)")
