@@ -215,8 +215,8 @@ COLUMNS = {  # accuracy key -> column title
 }
 CHANCE = {"pronoun d=1": "33.3%", "pronoun d>1": "33.3%", "sense d=1": "50.0%", "sense d>1": "50.0%"}
 MEANING = """\
-How to read it: every system translates the context-free words alike; the columns on the right
-count the words whose translation depends on an earlier sentence. "pronoun" is "it" -> er/sie/es,
+How to read it: the columns on the right count the words whose translation depends on an
+earlier sentence (a system with all of them right and an s-BLEU below 100 got other words wrong). "pronoun" is "it" -> er/sie/es,
 decided by a noun in the previous sentence (prev.) or 2-3 sentences back; "sense" is an ambiguous
 noun (plant -> pflanze/fabrik) decided only by the document's first sentence, which is the previous
 sentence (prev.) only for the second sentence of a document. The sentence model sees no context
@@ -235,7 +235,8 @@ def results_table(scores):
     for name, (bleu, accuracy) in scores.items():
         cells = [f"{100 * c / t:5.1f}% ({c}/{t})" for c, t in (accuracy[k] for k in COLUMNS)]
         lines.append(f"{name:<12} {bleu['s_bleu']:7.2f} {bleu['d_bleu']:7.2f} " + " ".join(f"{c:>19}" for c in cells))
-    lines += [f"{'chance':<12} {'':>7} {'':>7} " + " ".join(f"{CHANCE.get(k, ''):>19}" for k in COLUMNS), "",
+    chance = f"{'chance':<12} {'':>7} {'':>7} " + " ".join(f"{CHANCE.get(k, ''):>19}" for k in COLUMNS)
+    lines += [chance.rstrip(), "",
               f"sacrebleu: {next(iter(scores.values()))[0]['signature']}", "", MEANING]
     return "\n".join(lines)
 
