@@ -28,6 +28,7 @@ them. Times are comparable within one run on one machine only.
         --system concat=quickstart/checkpoints/concat/checkpoint_best.pt \\
         --system memory=quickstart/checkpoints/memory/checkpoint_best.pt \\
         --system amn=quickstart/checkpoints/amn/checkpoint_best.pt \\
+        --system local_global=quickstart/checkpoints/local_global/checkpoint_best.pt \\
         --contrastive voita quickstart/contrastive.json --cpu --plot compare.png
 """
 import argparse
