@@ -215,17 +215,18 @@ COLUMNS = {  # accuracy key -> column title
 }
 CHANCE = {"pronoun d=1": "33.3%", "pronoun d>1": "33.3%", "sense d=1": "50.0%", "sense d>1": "50.0%"}
 MEANING = """\
-How to read it: the columns on the right count the words whose translation depends on an
-earlier sentence (a system with all of them right and an s-BLEU below 100 got other words wrong). "pronoun" is "it" -> er/sie/es,
-decided by a noun in the previous sentence (prev.) or 2-3 sentences back; "sense" is an ambiguous
-noun (plant -> pflanze/fabrik) decided only by the document's first sentence, which is the previous
-sentence (prev.) only for the second sentence of a document. The sentence model sees no context
-and guesses (chance: 1/3, 1/2). The 2-to-1 concatenation model sees exactly the previous source
-sentence: right where the cue is there, guessing beyond. The memory model carries what it needs
-from sentence to sentence, however far back. The Associated Memory Network (amn) sees the previous
-source sentence too, like 2-to-1 concat, but through its memory network: the current sentence
-attends to it and a gate mixes what it finds into the encoder output. The local+global model reads
-every source sentence of its chunk (here the whole document) before translating any of them."""
+How to read it: the columns on the right count the words whose translation depends on an earlier
+sentence (a system with all of them right and an s-BLEU below 100 got other words wrong).
+"pronoun" is "it" -> er/sie/es, decided by a noun in the previous sentence (prev.) or 2-3
+sentences back; "sense" is an ambiguous noun (plant -> pflanze/fabrik) decided only by the
+document's first sentence, which is the previous sentence (prev.) only for the second sentence of
+a document. The sentence model sees no context and guesses (chance: 1/3, 1/2). The 2-to-1
+concatenation model sees exactly the previous source sentence: right where the cue is there,
+guessing beyond. The memory model carries what it needs from sentence to sentence, however far
+back. The Associated Memory Network (amn) sees the previous source sentence too, like 2-to-1
+concat, but through its memory network: the current sentence attends to it and a gate mixes what
+it finds into the encoder output. The local+global model reads every source sentence of its chunk
+(here the whole document) before translating any of them."""
 
 
 def results_table(scores):
