@@ -377,7 +377,7 @@ wants() {
 # comma-separated subset of its steps (STEP,STEP,...), and any other name is an error.
 parse_steps() {
     local known=$1 usage step steps
-    usage="$(basename "$0") [--steps $1]"
+    usage="$(basename "$0") [--steps $known]"
     shift
     while (($#)); do
         case $1 in

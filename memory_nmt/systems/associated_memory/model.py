@@ -190,10 +190,9 @@ class AssociatedMemoryTransformerModel(PreviousSentencesSystem, FitsTransformerC
         """(B, J, L), right-padded: J = 1 joined sequence per row (concatenate) or J = N
         sentences, oldest first, a row's missing ones all padding (parallel)."""
         if self.context_combination == "concatenate":
-            sequences = [[torch.cat(sentences)] if sentences else [] for sentences in contexts]
+            sequences, width = [[torch.cat(sentences)] if sentences else [] for sentences in contexts], 1
         else:
-            sequences = contexts
-        width = 1 if self.context_combination == "concatenate" else self.context_sentence_count
+            sequences, width = contexts, self.context_sentence_count
         nothing = next(sentence for sentences in contexts for sentence in sentences)[:0]
         flat = [row[j] if j < len(row) else nothing for row in sequences for j in range(width)]
         tokens = data_utils.collate_tokens(flat, self.encoder.padding_idx, left_pad=False)
