@@ -1,6 +1,7 @@
 """Document decoding: batching across documents changes nothing, the memory stays fixed during
-a sentence's beam search and moves after it, and options that would decode without the
-document's context are refused."""
+a sentence's beam search and moves after it, a lane carries out the states of its chosen
+hypothesis (recorded during beam search), and options that would decode without the document's
+context are refused."""
 import argparse
 
 import pytest
@@ -80,6 +81,41 @@ def test_memory_fixed_during_beam_search_and_updated_after(data_bin):
     for record in later:
         change_per_lane = (record["given"] - record["previous"]).abs().amax(dim=(0, 2))
         assert change_per_lane.min() > 1e-3, "a lane's memory did not move after its sentence"
+
+
+@pytest.mark.parametrize("memory_layers", ["-1", "0,1"])
+def test_states_recorded_during_beam_search_are_those_of_the_chosen_hypothesis(data_bin, memory_layers):
+    """What a lane carries out of decoding is what a teacher-forced pass over its best
+    hypothesis records, in every decoder memory layer, though sentences of one batch finish at
+    different beam steps with hypotheses of different lengths."""
+    task, model, _, _ = build(data_bin, *TINY_MODEL, "--memory-layers", memory_layers)
+    make_reads_nonzero(model)
+    with torch.no_grad():  # an untrained model's eos logit, made large in either sign: hypotheses end early or late
+        model.decoder.output_projection.weight[task.target_dictionary.eos()] *= 10
+    model = model.eval().double()
+    carry_out = model.carry_out
+    compared = []
+
+    def compare_with_teacher_forcing(context, lanes, net_input, target, encoder_out, decoder_extra=None):
+        assert decoder_extra is not None, "decoding ran its own pass over the hypotheses"
+        recorded = carry_out(context, lanes, net_input, target, encoder_out, decoder_extra)
+        forced = carry_out(context, lanes, net_input, target, encoder_out)
+        for name, mask in forced.padding_mask.items():
+            if name.startswith("decoder"):
+                assert torch.equal(recorded.padding_mask[name], mask)
+                kept = ~mask.t().unsqueeze(-1)
+                # fairseq's incremental attention takes its softmax in float32, even in a double model
+                assert torch.allclose(recorded.states[name] * kept, forced.states[name] * kept, atol=1e-6)
+        compared.append(target.ne(task.target_dictionary.pad()).sum(1))
+        return recorded
+
+    model.carry_out = compare_with_teacher_forcing
+    try:
+        _decode(task, model, batches(task, "test", max_tokens=1000))
+    finally:
+        del model.carry_out
+    lengths = torch.cat(compared)
+    assert len(compared) > 3 and lengths.min() < lengths.max(), "expected hypotheses of different lengths"
 
 
 @pytest.mark.parametrize("unsupported", ["print_alignment", "score_reference"])

@@ -8,7 +8,10 @@ sentence t of each document of a group, one lane each. For every batch the gener
    the same at every beam step of the sentence and is expanded and reordered with the beams
    like the rest of the encoder output, and
 3. once the whole sentence is decoded, asks the system what each lane carries on, given the
-   lane's best hypothesis (or, with ``--context-from reference``, its reference translation).
+   lane's best hypothesis (or, with ``--context-from reference``, its reference translation)
+   and what the decoder recorded for that hypothesis while decoding it, if the system records
+   anything (``DocumentSystem.hypothesis_records``: taken as each hypothesis ends, since beam
+   search drops its row afterwards).
 Output is fairseq's own: one list of hypotheses per sentence, under its original id.
 fairseq-interactive's batches mix documents that go on and documents that start
 (``interactive.py``); their carries are kept by lane in ``OpenDocuments``.
@@ -21,11 +24,13 @@ from .carry import CarryStore, OpenDocuments
 from .system import document_system
 
 CONTEXT_FROM = ("hypothesis", "reference")
+RECORD = "document_record"  # a finished hypothesis's record, while the generator holds it
 
 
 class EncoderOutputKeepingModel(EnsembleModel):
     """fairseq's ``EnsembleModel`` around one model, keeping the encoder output of the batch
-    being decoded (before beam expansion) for what the lanes carry out."""
+    being decoded (before beam expansion) for what the lanes carry out, and the decoder's
+    incremental state, where the system records what its hypotheses need to carry out."""
 
     def __init__(self, models):
         if len(models) != 1:
@@ -35,10 +40,15 @@ class EncoderOutputKeepingModel(EnsembleModel):
             )
         super().__init__(models)
         self.encoder_outs = None
+        self.incremental_state = None
 
     def forward_encoder(self, net_input):
         self.encoder_outs = super().forward_encoder(net_input)
         return self.encoder_outs
+
+    def forward_decoder(self, tokens, encoder_outs, incremental_states, temperature: float = 1.0):
+        (self.incremental_state,) = incremental_states
+        return super().forward_decoder(tokens, encoder_outs, incremental_states, temperature)
 
 
 class DocumentSequenceGenerator(SequenceGenerator):
@@ -87,16 +97,39 @@ class DocumentSequenceGenerator(SequenceGenerator):
         hypotheses = super().generate(models, with_context, **kwargs)
 
         (encoder_out,) = self.model.encoder_outs
-        self.model.encoder_outs = None
+        self.model.encoder_outs = self.model.incremental_state = None
+        records = [[hypothesis.pop(RECORD, None) for hypothesis in sentence] for sentence in hypotheses]
+        decoder_extra = None
         if self.context_from == "reference":
             translations = sample["target"]
         else:
             translations = data_utils.collate_tokens(
                 [sentence[0]["tokens"] for sentence in hypotheses], pad_idx=self.pad, eos_idx=self.eos
             )
-        carry = system.carry_out(context, lanes, net_input, translations, encoder_out)
+            if records and records[0][0] is not None:
+                decoder_extra = system.decoder_extra_of([sentence[0] for sentence in records])
+        carry = system.carry_out(context, lanes, net_input, translations, encoder_out, decoder_extra)
         if "continues" in sample:
             self.open_documents.keep(carry)
         else:
             self.carries.keep(sample["position"], carry)
         return hypotheses
+
+    def finalize_hypos(self, step, bbsz_idx, eos_scores, tokens, scores, finalized, finished, beam_size, *rest):
+        """fairseq's, and each hypothesis it keeps gets the system's record of it
+        (``hypothesis_records``) under ``RECORD``, which ``generate`` takes out again."""
+        arguments = (step, bbsz_idx, eos_scores, tokens, scores, finalized, finished, beam_size, *rest)
+        system = document_system(self.model.single_model)
+        records = system.hypothesis_records(self.model.incremental_state, bbsz_idx)
+        if records is None:
+            return super().finalize_hypos(*arguments)
+        unfinished = [sentence for sentence, done in enumerate(finished) if not done]
+        kept = [len(hypotheses) for hypotheses in finalized]
+        newly_finished = super().finalize_hypos(*arguments)
+        # fairseq keeps a row's hypothesis, in row order, while its sentence has room
+        for row, record in zip(bbsz_idx.tolist(), records):
+            sentence = unfinished[row // beam_size]
+            if kept[sentence] < len(finalized[sentence]):
+                finalized[sentence][kept[sentence]][RECORD] = record
+                kept[sentence] += 1
+        return newly_finished

@@ -19,7 +19,7 @@ stays in its own package under ``systems/``. Any other fairseq encoder-decoder m
 every sentence translated alone in the same batches as the document systems.
 """
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from fairseq.data import data_utils
 from fairseq.models import FairseqEncoderDecoderModel
@@ -86,8 +86,20 @@ class DocumentSystem:
         """What ``lanes`` carry on after a sentence that read ``context``: ``target`` is its
         translation as fairseq targets are (right-padded, ending with eos: the reference in
         training, the chosen hypothesis in decoding), ``encoder_out`` the encoder's output and
-        ``decoder_extra`` the decoder's extra output of a teacher-forced pass over ``target``,
-        when there was one (training; not decoding)."""
+        ``decoder_extra`` the decoder's extra output of a teacher-forced pass over ``target``
+        (training), or its equivalent recorded during beam search (``decoder_extra_of``); None
+        when there is neither, and a system that needs it runs that pass itself."""
+        raise NotImplementedError
+
+    def hypothesis_records(self, incremental_state, rows: Tensor) -> Optional[List[Any]]:
+        """Decoding: what the decoder recorded during beam search for the hypotheses that end at
+        the beam rows ``rows`` (one record each, taken when they end), or None (the default)
+        when it records nothing."""
+        return None
+
+    def decoder_extra_of(self, records: List[Any]) -> Dict[str, Any]:
+        """The ``decoder_extra`` of ``carry_out`` from the records (``hypothesis_records``) of
+        each row's chosen hypothesis: what a teacher-forced pass over them would have given."""
         raise NotImplementedError
 
     def forward(
@@ -170,6 +182,9 @@ class SentenceLevel:
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> Carry:
         return Carry(lanes)
+
+    def hypothesis_records(self, incremental_state, rows: Tensor) -> None:
+        return None
 
 
 def document_system(model):

@@ -4,7 +4,9 @@ A memory layer is fairseq's own encoder or decoder layer (post-norm, as in trans
 with a ``RecurrentMemory`` attached. Right after the self-attention block (after its layer
 norm), the sentence states ``h`` are recorded for the memory update, and the Output
 Attention's read ``MHA(h, M, M)`` is added to the stream, before the encoder's feed-forward
-block or the decoder's cross-attention.
+block or the decoder's cross-attention. During beam search a decoder layer records its states
+step by step in the incremental state, reordered with the beams like fairseq's own caches, so
+that a finished hypothesis's states need no second pass over it (``recorded_states``).
 
 fairseq's encoder and decoder call their layers with a fixed signature, so the memory to read
 reaches the layers through a ``MemoryAccess`` that the encoder or decoder opens around one
@@ -15,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Optional
 
+import torch
+from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,
@@ -32,11 +36,6 @@ class MemoryAccess:
     rows: Optional[Tensor] = None  # beam search: the memory row each batch row reads
     incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None
     states: Dict[str, Tensor] = field(default_factory=dict)
-
-    @property
-    def records_states(self) -> bool:
-        """Whole sentences are recorded; single incremental decoding steps are not."""
-        return self.incremental_state is None
 
     def memory_of(self, name: str) -> Tensor:
         memory = self.memory[name]
@@ -85,9 +84,11 @@ class MemoryLayer:
                 f"{self.memory_name} was called without a memory to read; "
                 "call it through its encoder or decoder"
             )
-        if access.records_states:
-            access.states[self.memory_name] = states
         incremental_state = access.incremental_state
+        if incremental_state is None:
+            access.states[self.memory_name] = states
+        else:
+            self.record_step(states, incremental_state)
         if incremental_state is not None and self.memory.has_cached_read(incremental_state):
             memory = None
         else:
@@ -101,7 +102,26 @@ class MemoryEncoderLayer(MemoryLayer, TransformerEncoderLayerBase):
         self.attach_memory(name, cfg.encoder, cfg, memory_size)
 
 
-class MemoryDecoderLayer(MemoryLayer, TransformerDecoderLayerBase):
+class MemoryDecoderLayer(FairseqIncrementalState, MemoryLayer, TransformerDecoderLayerBase):
     def __init__(self, cfg, name: str, memory_size: int, no_encoder_attn: bool = False):
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
         self.attach_memory(name, cfg.decoder, cfg, memory_size)
+
+    def record_step(self, states: Tensor, incremental_state):
+        """Appends one decoding step's states (1 x rows x C) to those of the steps before."""
+        earlier = self.recorded_states(incremental_state)
+        states = states if earlier is None else torch.cat([earlier, states], dim=0)
+        self.set_incremental_state(incremental_state, "memory_states", {"states": states})
+
+    def recorded_states(self, incremental_state) -> Optional[Tensor]:
+        """The states of every step decoded so far (steps x rows x C), in the rows' current order."""
+        buffer = self.get_incremental_state(incremental_state, "memory_states")
+        return None if buffer is None else buffer["states"]
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        """Beam search moved (or dropped) rows: the recorded states follow their hypotheses."""
+        states = self.recorded_states(incremental_state)
+        if states is not None:
+            self.set_incremental_state(
+                incremental_state, "memory_states", {"states": states.index_select(1, new_order)}
+            )

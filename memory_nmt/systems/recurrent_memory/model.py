@@ -8,8 +8,9 @@ memory layer reads (``memory``: name -> ``(memory_size, B, C)``) and returns, in
 (``carry.py``). Without ``memory``, every sentence reads the initial memory, as a document's
 first sentence does. As a document system (``pipeline/system.py``), a sentence's context is the
 memory its lane's carry writes, and what a lane carries out is that memory and the sentence's
-states; in decoding, those states come from one teacher-forced decoder pass over the chosen
-hypothesis, once the sentence is decoded.
+states; in decoding, those states are the chosen hypothesis's, recorded during beam search
+(``layers.py``; with ``--context-from reference``, from one teacher-forced decoder pass over the
+reference).
 
 The memory each layer reads reaches the decoder inside ``encoder_out["memory"]``, so that
 fairseq's ``SequenceGenerator`` hands it to the decoder at every beam step; beam reordering
@@ -30,7 +31,9 @@ from fairseq.models.transformer import (
     TransformerModel,
     base_architecture,
 )
+import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from ...pipeline.system import DocumentSystem, SentenceContext, teacher_forcing_input
 from ..checkpoint_fit import FitsTransformerCheckpoints
@@ -163,11 +166,16 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
                 alignment_layer=alignment_layer,
                 alignment_heads=alignment_heads,
             )
-        if access.records_states:
+        if incremental_state is None:
             padding_mask = prev_output_tokens.eq(self.padding_idx)
             extra["memory_states"] = access.states
             extra["memory_padding_mask"] = {name: padding_mask for name in access.states}
         return features, extra
+
+    def recorded_states(self, incremental_state) -> Dict[str, Tensor]:
+        """During beam search: each memory layer's states of the steps decoded so far
+        (steps x rows x C), rows in the beam's current order."""
+        return {layer.memory_name: layer.recorded_states(incremental_state) for layer in self.memory_layers()}
 
 
 @register_model("transformer_recurrent_memory")
@@ -237,14 +245,34 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         return SentenceContext(inputs={"memory": memory}, kept=memory)
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
-        """The memory the sentence read (detached) and the states it recorded; without a
-        teacher-forced pass (decoding), the decoder is run once over ``target`` to record them."""
+        """The memory the sentence read (detached) and the states it recorded; without them
+        (decoding from the reference), the decoder is run once over ``target`` to record them."""
         if decoder_extra is None:
             _, decoder_extra = self.decoder(
                 teacher_forcing_input(target, self.decoder.dictionary), encoder_out=encoder_out, features_only=True
             )
         memory = {name: m.detach() for name, m in context.kept.items()}
         return self.carry_after(lanes, memory, encoder_out, decoder_extra)
+
+    def hypothesis_records(self, incremental_state, rows: Tensor) -> List[Dict[str, Tensor]]:
+        """Each hypothesis's states in every decoder memory layer (steps x C), recorded during
+        beam search (``layers.py``): the states a teacher-forced pass over it would record."""
+        recorded = {
+            name: states.index_select(1, rows)
+            for name, states in self.decoder.recorded_states(incremental_state).items()
+        }
+        return [{name: states[:, row] for name, states in recorded.items()} for row in range(rows.numel())]
+
+    def decoder_extra_of(self, records: List[Dict[str, Tensor]]) -> Dict[str, Dict[str, Tensor]]:
+        """The chosen hypotheses' recorded states, right-padded to the longest and masked, as
+        the decoder's ``extra`` gives them for a batch of whole sentences."""
+        states, padding_mask = {}, {}
+        for name in self.decoder.memory_units():
+            steps = [record[name] for record in records]
+            states[name] = pad_sequence(steps)
+            lengths = torch.tensor([s.size(0) for s in steps], device=states[name].device)
+            padding_mask[name] = torch.arange(states[name].size(0), device=lengths.device)[None] >= lengths[:, None]
+        return {"memory_states": states, "memory_padding_mask": padding_mask}
 
     @staticmethod
     def carry_after(lanes: Tensor, memory: Dict[str, Tensor], encoder_out, decoder_extra) -> MemoryCarry:
