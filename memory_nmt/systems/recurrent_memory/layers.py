@@ -4,9 +4,9 @@ A memory layer is fairseq's own encoder or decoder layer (post-norm, as in trans
 with a ``RecurrentMemory`` attached. Right after the self-attention block (after its layer
 norm), the sentence states ``h`` are recorded for the memory update, and the Output
 Attention's read ``MHA(h, M, M)`` is added to the stream, before the encoder's feed-forward
-block or the decoder's cross-attention. During beam search a decoder layer records its states
-step by step in the incremental state, reordered with the beams like fairseq's own caches, so
-that a finished hypothesis's states need no second pass over it (``recorded_states``).
+block or the decoder's cross-attention. During beam search a decoder layer keeps its states of
+every step, and the beams' reorderings, in the incremental state, so that a finished
+hypothesis's states need no second pass over it (``recorded_states``).
 
 fairseq's encoder and decoder call their layers with a fixed signature, so the memory to read
 reaches the layers through a ``MemoryAccess`` that the encoder or decoder opens around one
@@ -108,20 +108,28 @@ class MemoryDecoderLayer(FairseqIncrementalState, MemoryLayer, TransformerDecode
         self.attach_memory(name, cfg.decoder, cfg, memory_size)
 
     def record_step(self, states: Tensor, incremental_state):
-        """Appends one decoding step's states (1 x rows x C) to those of the steps before."""
-        earlier = self.recorded_states(incremental_state)
-        states = states if earlier is None else torch.cat([earlier, states], dim=0)
-        self.set_incremental_state(incremental_state, "memory_states", {"states": states})
-
-    def recorded_states(self, incremental_state) -> Optional[Tensor]:
-        """The states of every step decoded so far (steps x rows x C), in the rows' current order."""
-        buffer = self.get_incremental_state(incremental_state, "memory_states")
-        return None if buffer is None else buffer["states"]
+        """Keeps one decoding step's states (1 x rows x C)."""
+        record = self.get_incremental_state(incremental_state, "memory_states")
+        if record is None:
+            record = {"steps": [], "reorders": []}
+            self.set_incremental_state(incremental_state, "memory_states", record)
+        record["steps"].append(states)
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        """Beam search moved (or dropped) rows: the recorded states follow their hypotheses."""
-        states = self.recorded_states(incremental_state)
-        if states is not None:
-            self.set_incremental_state(
-                incremental_state, "memory_states", {"states": states.index_select(1, new_order)}
-            )
+        """Beam search moved (or dropped) rows: keeps where each row came from, so the states
+        are gathered only for the hypotheses that end (``recorded_states``), not moved every step."""
+        record = self.get_incremental_state(incremental_state, "memory_states")
+        if record is not None:
+            record["reorders"].append(new_order)
+
+    def recorded_states(self, incremental_state, rows: Tensor) -> Tensor:
+        """The states of every step decoded so far (steps x len(rows) x C) of the hypotheses now at
+        beam rows ``rows``, followed back through the beams' reorderings."""
+        record = self.get_incremental_state(incremental_state, "memory_states")
+        steps, reorders = record["steps"], record["reorders"]
+        gathered = []
+        for step in reversed(range(len(steps))):
+            gathered.append(steps[step].index_select(1, rows))
+            if step:
+                rows = reorders[step - 1].index_select(0, rows)
+        return torch.cat(gathered[::-1])

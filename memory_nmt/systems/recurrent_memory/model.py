@@ -172,10 +172,10 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
             extra["memory_padding_mask"] = {name: padding_mask for name in access.states}
         return features, extra
 
-    def recorded_states(self, incremental_state) -> Dict[str, Tensor]:
+    def recorded_states(self, incremental_state, rows: Tensor) -> Dict[str, Tensor]:
         """During beam search: each memory layer's states of the steps decoded so far
-        (steps x rows x C), rows in the beam's current order."""
-        return {layer.memory_name: layer.recorded_states(incremental_state) for layer in self.memory_layers()}
+        (steps x len(rows) x C) of the hypotheses now at beam rows ``rows``."""
+        return {layer.memory_name: layer.recorded_states(incremental_state, rows) for layer in self.memory_layers()}
 
 
 @register_model("transformer_recurrent_memory")
@@ -257,10 +257,7 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
     def hypothesis_records(self, incremental_state, rows: Tensor) -> List[Dict[str, Tensor]]:
         """Each hypothesis's states in every decoder memory layer (steps x C), recorded during
         beam search (``layers.py``): the states a teacher-forced pass over it would record."""
-        recorded = {
-            name: states.index_select(1, rows)
-            for name, states in self.decoder.recorded_states(incremental_state).items()
-        }
+        recorded = self.decoder.recorded_states(incremental_state, rows)
         return [{name: states[:, row] for name, states in recorded.items()} for row in range(rows.numel())]
 
     def decoder_extra_of(self, records: List[Dict[str, Tensor]]) -> Dict[str, Dict[str, Tensor]]:
