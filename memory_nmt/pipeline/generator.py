@@ -11,7 +11,9 @@ sentence t of each document of a group, one lane each. For every batch the gener
    lane's best hypothesis (or, with ``--context-from reference``, its reference translation)
    and what the decoder recorded for that hypothesis while decoding it, if the system records
    anything (``DocumentSystem.hypothesis_records``: taken as each hypothesis ends, since beam
-   search drops its row afterwards).
+   search drops its row afterwards). Records are not taken with a forced prefix: where the
+   prefix ends in eos, fairseq copies the first beam onto the others without telling the
+   decoder, so its records would belong to other hypotheses; the system then runs its own pass.
 Output is fairseq's own: one list of hypotheses per sentence, under its original id.
 fairseq-interactive's batches mix documents that go on and documents that start
 (``interactive.py``); their carries are kept by lane in ``OpenDocuments``.
@@ -59,6 +61,7 @@ class DocumentSequenceGenerator(SequenceGenerator):
         self.context_from = context_from
         self.carries = CarryStore()
         self.open_documents = OpenDocuments()
+        self.takes_records = False
 
     def output_room(self, net_input) -> int:
         """The most tokens ``SequenceGenerator`` lets a hypothesis of this batch take."""
@@ -94,6 +97,7 @@ class DocumentSequenceGenerator(SequenceGenerator):
             carry = carry.select(lanes) if carry is not None else None
         context = system.sentence_context(carry, lanes, continues, net_input, self.output_room(net_input))
         with_context = {**sample, "net_input": {**net_input, **context.inputs}}
+        self.takes_records = self.context_from == "hypothesis" and kwargs.get("prefix_tokens") is None
         hypotheses = super().generate(models, with_context, **kwargs)
 
         (encoder_out,) = self.model.encoder_outs
@@ -119,6 +123,8 @@ class DocumentSequenceGenerator(SequenceGenerator):
         """fairseq's, and each hypothesis it keeps gets the system's record of it
         (``hypothesis_records``) under ``RECORD``, which ``generate`` takes out again."""
         arguments = (step, bbsz_idx, eos_scores, tokens, scores, finalized, finished, beam_size, *rest)
+        if not self.takes_records:
+            return super().finalize_hypos(*arguments)
         system = document_system(self.model.single_model)
         records = system.hypothesis_records(self.model.incremental_state, bbsz_idx)
         if records is None:
@@ -126,7 +132,8 @@ class DocumentSequenceGenerator(SequenceGenerator):
         unfinished = [sentence for sentence, done in enumerate(finished) if not done]
         kept = [len(hypotheses) for hypotheses in finalized]
         newly_finished = super().finalize_hypos(*arguments)
-        # fairseq keeps a row's hypothesis, in row order, while its sentence has room
+        # fairseq 0.12.3's batch rows are the unfinished sentences, in order, beam_size rows each;
+        # it keeps a row's hypothesis, in row order, while the row's sentence has room
         for row, record in zip(bbsz_idx.tolist(), records):
             sentence = unfinished[row // beam_size]
             if kept[sentence] < len(finalized[sentence]):

@@ -78,6 +78,9 @@ class MemoryLayer:
         self.self_attn_layer_norm.register_forward_hook(self._read_memory)
 
     def _read_memory(self, layer_norm, inputs, states: Tensor) -> Tensor:
+        """The hook after self-attention: records ``states`` (in the access for the update, or, in
+        beam search, step by step through ``record_step``, which only decoder layers have: the
+        encoder is never called with an incremental state) and adds the memory read."""
         access = self.memory_access
         if access is None:
             raise RuntimeError(
