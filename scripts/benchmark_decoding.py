@@ -8,7 +8,10 @@ Measures, in one run:
    same size, in the same batches (sentence t of --batch-documents documents, made by the
    plugin's own ``plan_epoch``), in document order so the memory is carried, with the same beam.
    After one warm-up pass each, the two are timed --repeats times, alternating (A B A B ...).
-   Reports sentences/s (median pass) of each and the ratio memory/plain (target >= 0.95).
+   Reports sentences/s (median pass) of each and the ratio memory/plain (target >= 0.95), and
+   the arithmetic of one more pass of each (the FLOPs of matrix products and attention,
+   ``arithmetic.py``) and its ratio: at equal FLOP rates the speed ratio cannot exceed its
+   inverse, which tells what the memory costs by design from what its implementation costs.
 2. Memory and time flat in document length. Single documents of --lengths sentences are decoded
    by the memory model sentence by sentence (one lane, memory carried), each in a fresh
    subprocess (this script with the hidden --measure-peak N), after a 2-sentence warm-up document.
@@ -57,6 +60,7 @@ from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E40
 from memory_nmt.pipeline.task import DocumentTranslationConfig, DocumentTranslationTask  # noqa: E402
 from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel  # noqa: E402
 from memory_nmt.evaluation.synthetic import generate_documents, generate_long_document  # noqa: E402
+from arithmetic import ArithmeticCounter  # noqa: E402
 from peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
 
 DEFAULT_DIMS = {  # embed_dim, ffn_dim, heads, layers (each side)
@@ -202,7 +206,12 @@ def benchmark_speed(args, plain_gen, memory_gen, batches):
         seconds["memory"].append(decode(memory_gen, batches, args)[0])
     sentences = len(plain_best)
     rates = {name: sentences / statistics.median(s) for name, s in seconds.items()}
-    return sentences, rates, plain_best == memory_best
+    flops = {}
+    for name, gen in (("plain", plain_gen), ("memory", memory_gen)):
+        with ArithmeticCounter() as counter:
+            decode(gen, batches, args)
+        flops[name] = counter.flops / sentences
+    return sentences, rates, flops, plain_best == memory_best
 
 
 def measure_peak(args):
@@ -235,7 +244,7 @@ def main():
     batches = step_batches(document_dataset(speed, src_dict, tgt_dict, "speed"), args.batch_documents, args.device)
     plain_gen = generator(SequenceGenerator, plain, tgt_dict, args, length)
     memory_gen = generator(DocumentSequenceGenerator, memory, tgt_dict, args, length)
-    sentences, rates, identical = benchmark_speed(args, plain_gen, memory_gen, batches)
+    sentences, rates, flops, identical = benchmark_speed(args, plain_gen, memory_gen, batches)
     peaks = {n: peak_in_subprocess(n) for n in args.lengths}
 
     threads = f", {torch.get_num_threads()} threads" if args.device == "cpu" else ""
@@ -251,6 +260,9 @@ def main():
     print(f"  transformer_recurrent_memory, DocumentSequenceGenerator {rates['memory']:8.1f} sentences/s")
     print(f"  ratio memory/plain {rates['memory'] / rates['plain']:.3f} (target >= 0.95); "
           f"identical hypotheses: {'yes' if identical else 'NO'}")
+    arithmetic = flops["memory"] / flops["plain"]
+    print(f"  arithmetic per sentence: {flops['plain'] / 1e6:.1f} and {flops['memory'] / 1e6:.1f} MFLOP, "
+          f"ratio memory/plain {arithmetic:.3f}, so at equal FLOP rates sentences/s {1 / arithmetic:.3f} at most")
     measure = peak_name(args.device) + " above the level before decoding"
     print(f"\nlong documents, memory model, one lane, one fresh process each; peak = {measure}")
     print(f"  {'sentences':>9} {'peak MiB':>9} {'peak ratio':>10} {'ms/sentence':>11} {'time ratio':>10}")

@@ -15,7 +15,12 @@ through its epochs. Printed side by side, per model:
 - real (non-padding) tokens per forward pass, source and target together, and the padding
   fraction of the padded batches; forward passes per update;
 - peak memory while training (each model in a fresh process: ``peak_memory.py``) and the ratio
-  (target <= 1.2).
+  (target <= 1.2);
+- the arithmetic each model does per target token over --updates more updates: the FLOPs of
+  matrix products and attention (forward, backward and the gradient to the previous sentence),
+  counted by torch's ``FlopCounterMode``, and the ratio memory/plain. At equal FLOP rates the
+  tokens/s ratio cannot exceed its inverse: that tells what the memory costs by design of the
+  model from what its implementation costs.
 
 --profile also prints where each model's time goes over --updates more updates of each: the
 named parts of a step (forward, the memory's Update Attention in "sentence context", "gradient
@@ -50,6 +55,7 @@ PLUGIN = os.path.join(ROOT, "memory_nmt")
 sys.path[:0] = [ROOT, SCRIPTS]
 from memory_nmt.evaluation.synthetic import generate_documents, write_documents  # noqa: E402
 from memory_nmt.pipeline.data import passes_of, steps_of  # noqa: E402
+from arithmetic import ArithmeticCounter  # noqa: E402
 from peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
 
 SIZES = {  # embed_dim, ffn_dim, heads, layers (each side)
@@ -214,6 +220,14 @@ def peak_in_subprocess(system):
     return json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"]
 
 
+def flops_per_target_token(trainer, batches, args) -> float:
+    """Matrix-product and attention FLOPs per target token over ``args.updates`` updates."""
+    totals = {}
+    with ArithmeticCounter() as counter:
+        train_updates(trainer, batches, args.updates, args.device, totals)
+    return counter.flops / totals["target"]
+
+
 def profile(system, trainer, batches, args):
     """Where ``args.updates`` more updates of ``trainer`` spend their time: the named parts of
     a training step (fairseq's and the criterion's), then torch.profiler's top operators."""
@@ -254,6 +268,7 @@ def main():
         for system, trainer in trainers.items():
             seconds[system] += train_updates(trainer, batches[system], args.updates, args.device, totals[system])
     peaks = {system: peak_in_subprocess(system) for system in SYSTEMS}
+    flops = {system: flops_per_target_token(trainer, batches[system], args) for system, trainer in trainers.items()}
 
     embed, ffn, heads, layers = SIZES[args.size]
     threads = f", {torch.get_num_threads()} threads" if args.device == "cpu" else ""
@@ -265,20 +280,25 @@ def main():
           f"{documents}; --max-tokens {args.max_tokens}; document task: --optimization-window "
           f"{args.optimization_window}, --passes-per-step {args.passes_per_step}")
     print(f"{args.repeats} alternating rounds of {args.updates} updates each, after {args.warmup} warm-up updates; "
-          f"peak = {peak_name(args.device)} over {args.updates} updates, a fresh process each\n")
-    header = ("model", "tgt tok/s", "real tok/pass", "padding", "passes/upd", "peak MiB")
+          f"peak = {peak_name(args.device)} over {args.updates} updates, a fresh process each; "
+          f"FLOPs of matrix products and attention over {args.updates} more updates\n")
+    header = ("model", "tgt tok/s", "real tok/pass", "padding", "passes/upd", "peak MiB", "MFLOP/tgt tok")
     print(f"  {header[0]:<32}" + "".join(f"{h:>14}" for h in header[1:]))
     rate = {}
     for system in SYSTEMS:
         t = totals[system]
         rate[system] = t["target"] / seconds[system]
         row = (f"{rate[system]:.0f}", f"{t['real'] / t['passes']:.0f}", f"{1 - t['real'] / t['padded']:.3f}",
-               f"{t['passes'] / (args.repeats * args.updates):.2f}", f"{peaks[system] / MiB:.1f}")
+               f"{t['passes'] / (args.repeats * args.updates):.2f}", f"{peaks[system] / MiB:.1f}",
+               f"{flops[system] / 1e6:.2f}")
         print(f"  {NAMES[system]:<32}" + "".join(f"{cell:>14}" for cell in row))
     print(f"\n  ratio memory/plain: tokens/s {rate['memory'] / rate['plain']:.3f} (target >= 0.8), "
           f"peak memory {peaks['memory'] / peaks['plain']:.3f} (target <= 1.2)")
     print(f"  of which the document batches: {rate['plain_documents'] / rate['plain']:.3f}, "
           f"the memory: {rate['memory'] / rate['plain_documents']:.3f} (tokens/s ratios)")
+    arithmetic = flops["memory"] / flops["plain"]
+    print(f"  arithmetic per target token memory/plain: {arithmetic:.2f}, so at equal FLOP rates "
+          f"tokens/s {1 / arithmetic:.3f} at most")
     if args.profile:
         for system, trainer in trainers.items():
             profile(system, trainer, batches[system], args)
