@@ -34,6 +34,16 @@ SENTENCE_TRAIN = [
 ]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` are skipped where CUDA is not present."""
+    if torch.cuda.is_available():
+        return
+    no_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(no_gpu)
+
+
 def fairseq_command(name):
     return str(Path(sys.executable).with_name(name))
 
