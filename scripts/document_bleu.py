@@ -6,9 +6,18 @@ sacrebleu against the document index written by scripts/prepare_documents.py (on
 id per sentence line, e.g. data-bin/test.en-de.docids). s-BLEU is corpus BLEU over sentences;
 d-BLEU is corpus BLEU over documents, each document's sentences joined with a space.
 ``score_documents`` does the scoring for other scripts.
+
+These are sacreBLEU scores of detokenized text, the ones to cite. The paper, like most
+document-level MT papers (G-Transformer among them), reports BLEU on Moses-tokenized text with
+the BPE removed (multi-bleu.perl); --tokenized-reference adds those, clearly labelled: the H-
+lines (the model's tokens, as fairseq-generate's --post-process subword_nmt leaves them) against
+the reference as the model's data has it (a recipe's WORK_DIR/prep/test.de), any subword-nmt
+"@@ " joins removed from both, scored by sacrebleu without its own tokenization (tok:none). They
+compare with the paper's numbers, not with sacreBLEU's.
 """
 import argparse
 import json
+import re
 import sys
 
 from sacrebleu.metrics import BLEU
@@ -39,10 +48,11 @@ def read_docids(path):
     return docids
 
 
-def score_documents(hypotheses, references, docids):
+def score_documents(hypotheses, references, docids, tokenize=None):
     """s-BLEU and d-BLEU of hypotheses against references, both in corpus (sentence id) order.
 
     docids gives each sentence's document; documents are scored in order of first appearance.
+    ``tokenize`` is sacrebleu's (None: its default, 13a; "none" for text tokenized already).
     Returns {"s_bleu", "d_bleu", "sentences", "documents", "signature"}.
     """
     if not len(hypotheses) == len(references) == len(docids):
@@ -54,7 +64,7 @@ def score_documents(hypotheses, references, docids):
     for hypothesis, reference, docid in zip(hypotheses, references, docids):
         document_hypotheses.setdefault(docid, []).append(hypothesis)
         document_references.setdefault(docid, []).append(reference)
-    bleu = BLEU()
+    bleu = BLEU(tokenize=tokenize)
     sentence_score = bleu.corpus_score(list(hypotheses), [list(references)])
     document_score = bleu.corpus_score(
         [" ".join(sentences) for sentences in document_hypotheses.values()],
@@ -67,6 +77,26 @@ def score_documents(hypotheses, references, docids):
         "documents": len(document_hypotheses),
         "signature": str(bleu.get_signature()),
     }
+
+
+def without_bpe(line):
+    """A subword-nmt line with its "@@ " joins removed, as subword-nmt's documentation does it."""
+    return re.sub(r"(@@ )|(@@ ?$)", "", line)
+
+
+def tokenized_scores(generate_output, tokenized_reference, docids):
+    """The paper-comparable scores: H- lines against the tokenized reference, BPE removed."""
+    count = len(docids)
+    hypotheses = read_hypotheses(generate_output, count, "H")
+    references = read_lines(tokenized_reference)
+    if len(references) != count:
+        raise DocumentBleuError(
+            f"{tokenized_reference} has {len(references)} lines but the docids file has {count}; "
+            "pass the tokenized reference of the same split, one sentence per line"
+        )
+    return score_documents(
+        [without_bpe(line) for line in hypotheses], [without_bpe(line) for line in references], docids, tokenize="none"
+    )
 
 
 def parse_args(argv=None):
@@ -82,9 +112,13 @@ def parse_args(argv=None):
     parser.add_argument("--reference",
                         help="raw reference, one sentence per line in corpus order, instead of "
                         "the T- lines")
+    parser.add_argument("--tokenized-reference",
+                        help="also score the paper's way: the reference as the model's data has it "
+                        "(Moses-tokenized, with or without BPE; e.g. a recipe's WORK_DIR/prep/test.de), "
+                        "one sentence per line in corpus order, against the H- lines")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object: s_bleu, d_bleu, sentences, documents, "
-                        "signature")
+                        "signature (and with --tokenized-reference the same under 'tokenized')")
     return parser.parse_args(argv)
 
 
@@ -96,14 +130,21 @@ def main(argv=None):
         hypotheses = read_hypotheses(args.generate_output, count, args.hypothesis_lines)
         references = read_references(args.generate_output, count, args.reference)
         scores = score_documents(hypotheses, references, docids)
+        if args.tokenized_reference:
+            scores["tokenized"] = tokenized_scores(args.generate_output, args.tokenized_reference, docids)
     except TextFileError as error:
         sys.exit(f"error: {error}")
     if args.json:
         print(json.dumps(scores))
-    else:
-        print(f"s-BLEU {scores['s_bleu']:.2f}  ({scores['sentences']} sentences)")
-        print(f"d-BLEU {scores['d_bleu']:.2f}  ({scores['documents']} documents)")
-        print(f"signature: {scores['signature']}")
+        return
+    print(f"s-BLEU {scores['s_bleu']:.2f}  ({scores['sentences']} sentences)")
+    print(f"d-BLEU {scores['d_bleu']:.2f}  ({scores['documents']} documents)")
+    print(f"signature: {scores['signature']}")
+    if "tokenized" in scores:
+        tokenized = scores["tokenized"]
+        print(f"tokenized s-BLEU {tokenized['s_bleu']:.2f}, d-BLEU {tokenized['d_bleu']:.2f}  (as the paper "
+              "reports: tokenized text, BPE removed; not comparable with sacreBLEU scores)")
+        print(f"signature: {tokenized['signature']}")
 
 
 if __name__ == "__main__":

@@ -62,11 +62,11 @@ def run(tmp_path, generate_text, *options, docids=DOCIDS):
     )
 
 
-def expected(hypotheses, references):
+def expected(hypotheses, references, tokenize=None):
     """s-BLEU and d-BLEU straight from sacrebleu, documents in order cats, markets, coffee."""
     documents = [[0, 1, 2], [3, 4], [5]]
-    s_bleu = BLEU().corpus_score(hypotheses, [references]).score
-    d_bleu = BLEU().corpus_score(
+    s_bleu = BLEU(tokenize=tokenize).corpus_score(hypotheses, [references]).score
+    d_bleu = BLEU(tokenize=tokenize).corpus_score(
         [" ".join(hypotheses[i] for i in doc) for doc in documents],
         [[" ".join(references[i] for i in doc) for doc in documents]],
     ).score
@@ -116,6 +116,38 @@ def test_h_lines_are_used_when_asked(tmp_path):
     assert result.returncode == 0, result.stderr
     tokenized = [f"{hypothesis} (tokenized)" for hypothesis in HYPOTHESES]
     assert json.loads(result.stdout)["s_bleu"] == pytest.approx(expected(tokenized, REFERENCES)[0])
+
+
+def test_tokenized_reference_adds_the_papers_scores(tmp_path):
+    """BLEU as the paper reports it: the H- lines (the model's tokens) against the tokenized
+    reference, subword-nmt joins removed, without sacrebleu's own tokenization (which would
+    split the H- lines' parentheses here)."""
+    tokenized = [reference.replace(".", " .") for reference in REFERENCES]
+    with_bpe = [line.replace("cat", "c@@ at").replace("Markets", "Mark@@ ets") for line in tokenized]
+    (tmp_path / "test.tok.de").write_text("\n".join(with_bpe) + "\n", encoding="utf-8")
+    hypotheses = [hypothesis.replace(".", " .") for hypothesis in HYPOTHESES]
+    generated = generate_output(hypotheses, REFERENCES)
+    result = run(tmp_path, generated, "--json", "--tokenized-reference", str(tmp_path / "test.tok.de"))
+    assert result.returncode == 0, result.stderr
+    scores = json.loads(result.stdout)
+    h_lines = [f"{hypothesis} (tokenized)" for hypothesis in hypotheses]
+    paper = expected(h_lines, tokenized, tokenize="none")
+    assert (scores["tokenized"]["s_bleu"], scores["tokenized"]["d_bleu"]) == pytest.approx(paper)
+    assert paper[0] != pytest.approx(expected(h_lines, tokenized)[0])
+    assert "tok:none" in scores["tokenized"]["signature"]
+    assert (scores["s_bleu"], scores["d_bleu"]) == pytest.approx(expected(hypotheses, REFERENCES))
+
+    text = run(tmp_path, generated, "--tokenized-reference", str(tmp_path / "test.tok.de")).stdout.splitlines()
+    assert text[3] == (f"tokenized s-BLEU {paper[0]:.2f}, d-BLEU {paper[1]:.2f}  (as the paper reports: "
+                       "tokenized text, BPE removed; not comparable with sacreBLEU scores)")
+    assert "tok:none" in text[4]
+
+
+def test_tokenized_reference_of_another_length_is_an_error(tmp_path):
+    (tmp_path / "test.tok.de").write_text("\n".join(REFERENCES[:4]) + "\n", encoding="utf-8")
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES),
+                 "--tokenized-reference", str(tmp_path / "test.tok.de"))
+    assert_fails(result, "test.tok.de", "4 lines", "6")
 
 
 def test_reference_file_replaces_the_t_lines(tmp_path):
