@@ -108,18 +108,30 @@ def test_rerun_skips_every_step(prepared):
 
 
 def test_score_reads_the_raw_reference(prepared):
-    """Hypotheses equal to the untokenized reference score 100: the reference is the raw text."""
+    """Hypotheses equal to the untokenized reference score 100: the reference is the raw text;
+    and the model's tokens equal to the prepared reference without its BPE score 100 the paper's
+    way (tokenized BLEU)."""
     _, _, work, _, _ = prepared
     reference = text_lines(work / "raw" / "test.de")
     assert any("&" in line or '"' in line or "," in line for line in reference)
-    lines = [f"D-{i}\t-0.1\t{text}\n" for i, text in reversed(list(enumerate(reference)))]
+    tokens = [line.replace("@@ ", "") for line in text_lines(work / "prep" / "test.de")]
+    assert tokens != reference
+    lines = [f"H-{i}\t-0.1\t{tokens[i]}\nD-{i}\t-0.1\t{text}\n" for i, text in reversed(list(enumerate(reference)))]
     (work / "generate-sentence.txt").write_text("".join(lines), encoding="utf-8")
     command = f'source "{RECIPES}/common.sh"; score sentence; results_table sentence'
     result = subprocess.run(["bash", "-c", command], env={**os.environ, "WORK_DIR": str(work)},
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert "| sentence | 100.00 | 100.00 |" in (work / "results.md").read_text(encoding="utf-8")
-    assert "nrefs:1|case:mixed" in result.stdout
+    assert "| sentence | 100.00 | 100.00 | 100.00 | 100.00 |" in (work / "results.md").read_text(encoding="utf-8")
+    assert "nrefs:1|case:mixed" in result.stdout and "tok:none" in result.stdout
+
+
+def test_unknown_positions_are_refused_before_any_step(tmp_path):
+    result = subprocess.run(["bash", str(RECIPES / "ted.sh"), "--steps", "prepare"],
+                            env={**os.environ, "WORK_DIR": str(tmp_path), "POSITIONS": "absolute"},
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "POSITIONS=absolute: give sinusoidal or learned" in result.stderr
+    assert "== prepare" not in result.stderr
 
 
 def test_unknown_option_is_refused(tmp_path):
@@ -202,7 +214,7 @@ def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
     """news.sh end to end on a few real documents with a tiny model: the concatenation model, the
     Associated Memory Network, the local+global model and the sentence control train for exactly
     the memory model's finetuning updates, and all six systems reach the results table and the
-    side-by-side comparison."""
+    side-by-side comparison; POSITIONS=learned gives every one of them learned positions."""
     raw = tmp_path / "raw"
     raw.mkdir()
     for lang in ("en", "de"):
@@ -216,7 +228,7 @@ def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
     run_recipe("news.sh", work, "--steps", "prepare,binarize,train,generate,score,compare", RAW_DIR=raw,
                BPE_MERGES=100, MODEL_ARGS=tiny, TRAIN_ARGS="--cpu", GENERATE_ARGS="--cpu --max-len-b 5",
                SENTENCE_ARGS="--max-update 2", SENTENCE_WARMUP=1, MEMORY_ARGS="--max-update 3",
-               MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048, CHUNK_SENTENCES=4)
+               MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048, CHUNK_SENTENCES=4, POSITIONS="learned")
     import torch
 
     def last(name):
@@ -226,6 +238,9 @@ def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
         return last(name)["optimizer_history"][-1]["num_updates"]
     assert updates("memory") == updates("concat") == updates("amn") == updates("local_global") == 3
     assert updates("sentence_continued") == 3
+    for name in ("sentence", "sentence_continued", "concat", "amn", "local_global", "memory"):
+        model = last(name)["cfg"]["model"]
+        assert model.encoder_learned_pos and model.decoder_learned_pos, f"{name}: POSITIONS=learned not applied"
     concat = last("concat")["cfg"]["model"]
     assert concat._name == "transformer_context_concat"
     assert (concat.source_context, concat.target_context) == (1, 0)

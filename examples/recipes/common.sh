@@ -45,6 +45,7 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${MAX_TOKENS:=4096}"                 # tokens per batch (per sentence step for the memory model)
 : "${UPDATE_FREQ:=1}"                   # gradient accumulation, as fairseq's --update-freq
 : "${MODEL_ARGS:=}"                     # model size options given to both models, e.g. --encoder-layers 3
+: "${POSITIONS:=sinusoidal}"            # every model's token positions: sinusoidal (fairseq's) or learned
 : "${SENTENCE_ARCH:=transformer}"
 : "${SENTENCE_LR:=5e-4}" "${SENTENCE_WARMUP:=4000}" "${SENTENCE_DROPOUT:=0.3}"
 : "${MEMORY_ARCH:=transformer_recurrent_memory}"
@@ -79,6 +80,12 @@ fail() {
     echo "error: $*" >&2
     exit 1
 }
+
+case $POSITIONS in
+    sinusoidal) POSITION_ARGS=() ;;
+    learned) POSITION_ARGS=(--encoder-learned-pos --decoder-learned-pos) ;;
+    *) fail "POSITIONS=$POSITIONS: give sinusoidal or learned" ;;
+esac
 
 # Echo a command (quoted so it can be pasted back), then run it.
 run() {
@@ -149,7 +156,7 @@ train() {
     split_words model_opts "$MODEL_ARGS"
     split_words train_opts "$TRAIN_ARGS"
     run "$PYTHON" -m fairseq_cli.train "$DATA_BIN" --user-dir "$PLUGIN" \
-        --share-all-embeddings "${model_opts[@]}" \
+        --share-all-embeddings "${POSITION_ARGS[@]}" "${model_opts[@]}" \
         --optimizer adam --adam-betas "(0.9, 0.98)" --label-smoothing 0.1 \
         --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --patience "$PATIENCE" \
         --seed "$SEED" --save-dir "$save_dir" --no-epoch-checkpoints \
@@ -274,13 +281,14 @@ generate() {
     mv "$output.partial" "$output"
 }
 
-# s-BLEU / d-BLEU of WORK_DIR/generate-NAME.txt against the raw (untokenized) test reference.
+# s-BLEU / d-BLEU of WORK_DIR/generate-NAME.txt against the raw (untokenized) test reference,
+# and the paper's tokenized BLEU against the prepared (tokenized, BPE) reference.
 score() {
     local name=$1 output=$WORK_DIR/score-$1.json
     already_done "$output" "score $name" && return 0
     local bleu=("$PYTHON" "$ROOT/scripts/document_bleu.py" --generate-output
                 "$WORK_DIR/generate-$name.txt" --docids "$DATA_BIN/test.$SRC-$TGT.docids"
-                --reference "$WORK_DIR/raw/test.$TGT")
+                --reference "$WORK_DIR/raw/test.$TGT" --tokenized-reference "$WORK_DIR/prep/test.$TGT")
     run "${bleu[@]}"
     run "${bleu[@]}" --json > "$output.partial"
     mv "$output.partial" "$output"
@@ -295,10 +303,13 @@ work, names = Path(sys.argv[1]), sys.argv[2:]
 scores = {name: json.loads((work / f"score-{name}.json").read_text()) for name in names}
 first = next(iter(scores.values()))
 print(f"test: {first['sentences']} sentences in {first['documents']} documents\n")
-print("| model | s-BLEU | d-BLEU |\n| --- | ---: | ---: |")
+print("| model | s-BLEU | d-BLEU | tokenized s-BLEU | tokenized d-BLEU |\n| --- | ---: | ---: | ---: | ---: |")
 for name, s in scores.items():
-    print(f"| {name} | {s['s_bleu']:.2f} | {s['d_bleu']:.2f} |")
+    t = s["tokenized"]
+    print(f"| {name} | {s['s_bleu']:.2f} | {s['d_bleu']:.2f} | {t['s_bleu']:.2f} | {t['d_bleu']:.2f} |")
 print(f"\nsacrebleu signature: {first['signature']}")
+print("tokenized: Moses-tokenized text, BPE removed, as the paper reports BLEU; not comparable with "
+      f"sacreBLEU's ({first['tokenized']['signature']})")
 PY
 }
 
