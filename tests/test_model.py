@@ -117,3 +117,20 @@ def test_a_memory_option_the_model_cannot_use_is_refused_by_name(data_bin, optio
     """Not replaced by the default, not an error from deep inside torch."""
     with pytest.raises(ValueError, match=f"^{option} '?{re.escape(value)}'?: give"):
         build(data_bin, *TINY_MODEL, option, value)
+
+
+@pytest.mark.parametrize("dropout, activation_dropout", [("0.3", "0"), ("0", "0.5")])
+def test_memory_feed_forward_drops_its_inner_activation_at_activation_dropout(data_bin, dropout, activation_dropout):
+    """As in fairseq's own feed-forward blocks: --activation-dropout, not --dropout, applies
+    between the memory FFN's two projections."""
+    _, model, _, _ = build(data_bin, *TINY_MODEL, "--dropout", dropout, "--activation-dropout", activation_dropout)
+    unit = model.memory_units()["decoder.1"].train()
+    seen = {}
+    unit.fc1.register_forward_hook(lambda module, inputs, output: seen.update(activated=torch.relu(output)))
+    unit.fc2.register_forward_pre_hook(lambda module, inputs: seen.update(given=inputs[0]))
+    unit.write(unit.initial(3), torch.randn(5, 3, unit.initial_memory.size(1)), None)
+    dropped = (seen["activated"] != 0) & (seen["given"] == 0)
+    if float(activation_dropout):
+        assert dropped.any()
+    else:
+        assert torch.equal(seen["given"], seen["activated"])

@@ -72,6 +72,7 @@ class MemoryLayer:
             memory_size=memory_size,
             dropout=cfg.dropout,
             attention_dropout=cfg.attention_dropout,
+            activation_dropout=self.activation_dropout_module.p,  # fairseq's, --relu-dropout included
             activation_fn=cfg.activation_fn,
         )
         self.memory_access: Optional[MemoryAccess] = None

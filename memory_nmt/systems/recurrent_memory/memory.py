@@ -7,7 +7,9 @@ in decoding, see ``carry.py``) passes in and gets back:
 - ``initial(lanes)``: the trainable memory every document starts from;
 - ``write(memory, states, padding_mask)``: Update Attention. The slots, with a sinusoidal
   position encoding added, attend over one sentence's states (``M~ = AddNorm(MHA(M, h, h))``)
-  and pass a feed-forward block (``M' = AddNorm(FFN(M~))``);
+  and pass a feed-forward block (``M' = AddNorm(FFN(M~))``), whose inner activation drops out at
+  ``--activation-dropout`` like the feed-forward blocks of fairseq's layers (0 by default; the
+  paper does not say), the rest at ``--dropout``;
 - ``read(states, memory)``: Output Attention, ``h~ = MHA(h, M, M)``, which the layer adds to
   its residual stream (``layers.py``). Its output projection starts at zero, so a model built
   from a sentence-level transformer's weights computes exactly that transformer until
@@ -35,6 +37,7 @@ class RecurrentMemory(nn.Module):
         memory_size: int,
         dropout: float,
         attention_dropout: float,
+        activation_dropout: float = 0.0,
         activation_fn: str = "relu",
     ):
         super().__init__()
@@ -46,6 +49,7 @@ class RecurrentMemory(nn.Module):
             persistent=False,
         )
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        self.activation_dropout_module = FairseqDropout(activation_dropout, module_name=self.__class__.__name__)
         self.activation_fn = utils.get_activation_fn(activation_fn)
 
         self.update_attn = MultiheadAttention(
@@ -86,7 +90,7 @@ class RecurrentMemory(nn.Module):
             query, states, states, key_padding_mask=padding_mask, need_weights=need_weights
         )
         memory = self.update_attn_layer_norm(query + self.dropout_module(attended))
-        transformed = self.fc2(self.dropout_module(self.activation_fn(self.fc1(memory))))
+        transformed = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(memory))))
         memory = self.update_ffn_layer_norm(memory + self.dropout_module(transformed))
         return (memory, weights) if need_weights else memory
 
