@@ -1,10 +1,12 @@
-"""Memory-size sweep (paper Figure 2): s-BLEU and d-BLEU against the memory size d_M.
+"""Memory-size sweep (paper Figure 2): s-BLEU, d-BLEU and information gain against the memory size d_M.
 
 For each size, finetunes a ``transformer_recurrent_memory`` from a sentence-level checkpoint
 with fairseq-train (``--finetune-from-model``: the plugin's ``load_state_dict`` gives the
 memory parameters their initialisation, everything else comes from the checkpoint), translates
-the split with fairseq-generate, scores it with document_bleu.py's ``score_documents``, and
-finally prints a table (size, s-BLEU, d-BLEU) and plots BLEU against the size.
+the split with fairseq-generate, scores it with document_bleu.py's ``score_documents``, measures
+the information gain of its Update and Output Attention over a random memory's on the split
+(``memory_information_gain.py``, mean over the memory layers), and finally prints a table (size,
+s-BLEU, d-BLEU, IG of each attention) and plots BLEU and IG against the size.
 
     python scripts/memory_size_sweep.py --data data-bin --sentence-checkpoint sent.pt \
         --sizes 4,8,16,32 --workdir sweep --train-args "--lr 5e-4 --max-tokens 4096 ..." \
@@ -15,7 +17,8 @@ finally prints a table (size, s-BLEU, d-BLEU) and plots BLEU against the size.
 and --criterion document_label_smoothed_cross_entropy come first, so --train-args may change
 them); the sweep sets the task, the memory size, the save directory and the checkpoint to
 finetune from, and refuses them in --train-args / --gen-args. Everything of size N
-goes to WORKDIR/size-N/: checkpoints/, train.log, generate.txt (+ .stderr) and scores.json,
+goes to WORKDIR/size-N/: checkpoints/, train.log, generate.txt (+ .stderr),
+information_gain.json (+ .stderr) and scores.json,
 each written only once its step succeeded; a size whose scores.json exists is skipped, and a
 rerun resumes an interrupted one (fairseq-train continues from checkpoint_last.pt).
 """
@@ -36,7 +39,8 @@ from document_bleu import read_docids, score_documents  # noqa: E402
 from generate_texts import read_hypotheses, read_references  # noqa: E402
 from text_files import TextFileError  # noqa: E402
 
-PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
+SCRIPTS = Path(__file__).resolve().parent
+PLUGIN = SCRIPTS.parent / "memory_nmt"
 SET_BY_SWEEP = ("--memory-size", "--save-dir", "--finetune-from-model", "--user-dir", "--task",
                 "--path", "--gen-subset")
 TRAIN_DEFAULTS = ["--arch", "transformer_recurrent_memory",
@@ -123,6 +127,17 @@ def generate(args, size, directory):
     return output
 
 
+def measure_information_gain(args, size, directory):
+    output = directory / "information_gain.json"
+    if not output.exists():
+        run_step(f"information gain of memory size {size}", [
+            sys.executable, str(SCRIPTS / "memory_information_gain.py"), "--path",
+            str(directory / "checkpoints" / args.checkpoint_name), "--data", str(args.data),
+            "--split", args.split, "--json",
+        ], output)
+    return json.loads(output.read_text(encoding="utf-8"))
+
+
 def score(output, docids, hypothesis_lines):
     count = len(docids)
     hypotheses = read_hypotheses(output, count, hypothesis_lines)
@@ -130,24 +145,34 @@ def score(output, docids, hypothesis_lines):
 
 
 def sweep_size(args, size, docids):
-    """The scores of one memory size, from WORKDIR/size-N/scores.json or by running it."""
+    """The scores of one memory size, from WORKDIR/size-N/scores.json or by running it (a
+    scores.json of a sweep older than the information gain gets it added)."""
     directory = args.workdir / f"size-{size}"
     scores_path = directory / "scores.json"
     print(f"memory size {size}:", flush=True)
     if scores_path.exists():
         print(f"  {scores_path} exists, skipped")
-        return json.loads(scores_path.read_text(encoding="utf-8"))
-    directory.mkdir(parents=True, exist_ok=True)
-    train(args, size, directory)
-    scores = {"memory_size": size, **score(generate(args, size, directory), docids, args.hypothesis_lines)}
+        scores = json.loads(scores_path.read_text(encoding="utf-8"))
+        if "information_gain" in scores:
+            return scores
+    else:
+        directory.mkdir(parents=True, exist_ok=True)
+        train(args, size, directory)
+        scores = {"memory_size": size, **score(generate(args, size, directory), docids, args.hypothesis_lines)}
+    gain = measure_information_gain(args, size, directory)
+    scores["information_gain"] = {"update": gain["update"], "output": gain["output"]}
     scores_path.write_text(json.dumps(scores, indent=1) + "\n", encoding="utf-8")
     return scores
 
 
 def format_table(results):
-    header = f"{'memory size':>11} {'s-BLEU':>7} {'d-BLEU':>7}"
+    header = f"{'memory size':>11} {'s-BLEU':>7} {'d-BLEU':>7} {'IG update':>10} {'IG output':>10}"
     lines = [header, "-" * len(header)]
-    lines += [f"{r['memory_size']:>11} {r['s_bleu']:>7.2f} {r['d_bleu']:>7.2f}" for r in results]
+    for r in results:
+        gain = r["information_gain"]
+        lines.append(f"{r['memory_size']:>11} {r['s_bleu']:>7.2f} {r['d_bleu']:>7.2f} "
+                     f"{gain['update']:>10.4f} {gain['output']:>10.4f}")
+    lines.append("IG: KL(trained || random memory) of the attention rows, nats, mean over the memory layers")
     return "\n".join(lines)
 
 
@@ -160,7 +185,15 @@ def plot(results, path):
     axes.set_xticks(sizes, [str(size) for size in sizes])
     axes.set_xlabel("memory size (slots)")
     axes.set_ylabel("BLEU")
-    axes.legend()
+    gain_axes = axes.twinx()
+    gain_axes.plot(sizes, [r["information_gain"]["update"] for r in results], "--", marker="^",
+                   color="tab:green", label="IG, Update Attention")
+    gain_axes.plot(sizes, [r["information_gain"]["output"] for r in results], "--", marker="v",
+                   color="tab:red", label="IG, Output Attention")
+    gain_axes.set_ylabel("information gain (nats)")
+    handles, labels = axes.get_legend_handles_labels()
+    gain_handles, gain_labels = gain_axes.get_legend_handles_labels()
+    axes.legend(handles + gain_handles, labels + gain_labels, fontsize="small")
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)

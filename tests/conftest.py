@@ -134,6 +134,15 @@ def build(data_dir, *arguments, task="document_translation"):
     return fairseq_task, model, criterion, cfg
 
 
+def save_checkpoint(model, cfg, path):
+    """A checkpoint as fairseq's loader reads it (what fairseq-train writes, minus the optimizer)."""
+    torch.save({
+        "cfg": cfg, "model": model.state_dict(), "last_optimizer_state": None,
+        "optimizer_history": [{"criterion_name": "x", "optimizer_name": "x", "lr_scheduler_state": {}, "num_updates": 0}],
+        "extra_state": {"train_iterator": {"epoch": 1}},
+    }, path)
+
+
 def make_reads_nonzero(model, seed=0):
     """Give the Output Attention a random output projection, as training would: a fresh
     model adds exactly nothing from its memory, which would make context tests vacuous."""

@@ -1,5 +1,5 @@
 """Tests of the analysis scripts: s-BLEU by sentence position (paper Figure 3), memory
-attention maps (Figures 6-7) and the memory-size sweep (Figure 2).
+attention maps (Figures 6-7), the memory-size sweep and the information gain (Figure 2).
 
 Position BLEU runs on hand-made fairseq-generate outputs whose per-bucket BLEU is known. The
 sweep finetunes tiny memory models of two sizes from a few-update sentence-level transformer
@@ -15,11 +15,12 @@ import torch
 from fairseq import checkpoint_utils
 from sacrebleu.metrics import BLEU
 
-from conftest import PLUGIN, REPO, TINY_DIMS, batches, fairseq_command, run
+from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, run, save_checkpoint
 
 sys.path.insert(0, str(REPO / "scripts"))
 import bleu_by_position  # noqa: E402
 import memory_attention_maps  # noqa: E402
+import memory_information_gain  # noqa: E402
 import memory_size_sweep  # noqa: E402
 
 SIZES = (2, 4)
@@ -152,6 +153,7 @@ def test_sweep_finetunes_each_size_and_scores_it(sweep, sentence_checkpoint):
     assert [r["memory_size"] for r in results] == list(SIZES)
     for result in results:
         assert math.isfinite(result["s_bleu"]) and math.isfinite(result["d_bleu"])
+        assert result["information_gain"]["update"] > 0 and result["information_gain"]["output"] > 0
         assert 0 <= result["s_bleu"] <= 100 and 0 <= result["d_bleu"] <= 100
         directory = workdir / f"size-{result['memory_size']}"
         assert f"Loaded checkpoint {sentence_checkpoint}" in (directory / "train.log").read_text()
@@ -169,8 +171,9 @@ def test_sweep_rerun_skips_finished_sizes(sweep, data_bin, sentence_checkpoint, 
     assert printed.count("scores.json exists, skipped") == len(SIZES)
     assert "training memory size" not in printed
     rows = [line.split() for line in printed.splitlines() if line.split() and line.split()[0].isdigit()]
-    assert [(int(size), float(s), float(d)) for size, s, d in rows] == [
-        (r["memory_size"], round(r["s_bleu"], 2), round(r["d_bleu"], 2)) for r in results
+    assert [(int(size), float(s), float(d), float(u), float(o)) for size, s, d, u, o in rows] == [
+        (r["memory_size"], round(r["s_bleu"], 2), round(r["d_bleu"], 2),
+         round(r["information_gain"]["update"], 4), round(r["information_gain"]["output"], 4)) for r in results
     ]
 
 
@@ -264,3 +267,39 @@ def test_attention_maps_name_a_missing_or_short_document(memory_model, data_bin,
     with pytest.raises(SystemExit, match=rf"document '{last.doc_id}' .* has {last.length} sentences"):
         memory_attention_maps.main([*common, "--document", last.doc_id, "--sentence", str(last.length)])
     assert not list(tmp_path.glob("m*"))
+
+
+# --- information gain ------------------------------------------------------------------------
+
+def test_information_gain_is_zero_for_the_memory_it_compares_with(data_bin, tmp_path):
+    """A memory exactly as initialised with the measurement's own seed gains nothing, another
+    seed's differs; every attention row counts: each slot's attention over the tokens of each
+    sentence but a document's last (Update), each token's over the slots, in each sentence but a
+    document's first (Output)."""
+    task, model, _, cfg = build(data_bin, *TINY_MODEL, "--seed", "7")
+    save_checkpoint(model, cfg, tmp_path / "fresh.pt")
+    model, task = memory_attention_maps.load_model(tmp_path / "fresh.pt", data_bin)
+    same = memory_information_gain.information_gain(model, task, "test", seed=7)
+    other = memory_information_gain.information_gain(model, task, "test", seed=8)
+    dataset = task.dataset("test")
+    for name, layer in same["layers"].items():
+        assert (layer["update"], layer["output"]) == pytest.approx((0, 0), abs=1e-6)  # torch's KL rounds
+        assert other["layers"][name]["update"] > 1e-3 and other["layers"][name]["output"] > 1e-3
+        sizes = dataset.pairs.src_sizes if name.startswith("encoder") else dataset.pairs.tgt_sizes
+        slots = model.memory_units()[name].memory_size
+        written = sum(d.length - 1 for d in dataset.documents)
+        read = sum(sizes[d.first + i] for d in dataset.documents for i in range(1, d.length))
+        assert (layer["update_rows"], layer["output_rows"]) == (slots * written, read)
+    assert same["sentences"] == len(dataset) and same["documents"] == len(dataset.documents)
+
+
+def test_information_gain_command_prints_every_layer(memory_model, data_bin, capsys):
+    path, model, _ = memory_model
+    gain = memory_information_gain.main(["--path", str(path), "--data", str(data_bin), "--max-documents", "2"])
+    printed = capsys.readouterr().out
+    assert gain["documents"] == 2 and gain["update"] > 0 and gain["output"] > 0
+    for name, layer in gain["layers"].items():
+        row = next(line.split() for line in printed.splitlines() if line.split()[:1] == [name])
+        assert row[1:] == [f"{layer['update']:.4f}", str(layer["update_rows"]),
+                           f"{layer['output']:.4f}", str(layer["output_rows"])]
+    assert set(gain["layers"]) == set(model.memory_units())

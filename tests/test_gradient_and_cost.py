@@ -12,9 +12,8 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-from conftest import REPO, TINY_MODEL, build, make_reads_nonzero
+from conftest import REPO, TINY_MODEL, build, make_reads_nonzero, save_checkpoint
 
 sys.path.insert(0, str(REPO / "scripts"))
 import cost_vs_length  # noqa: E402
@@ -22,15 +21,6 @@ import gradient_reach  # noqa: E402
 
 ROW = re.compile(r"^\s*(\d+)(?:-(\d+))?\s+(\d+)\s+(\S+)\s+(\S+)$", re.M)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def save_checkpoint(model, cfg, path):
-    """A checkpoint as fairseq's loader reads it (what fairseq-train writes, minus the optimizer)."""
-    torch.save({
-        "cfg": cfg, "model": model.state_dict(), "last_optimizer_state": None,
-        "optimizer_history": [{"criterion_name": "x", "optimizer_name": "x", "lr_scheduler_state": {}, "num_updates": 0}],
-        "extra_state": {"train_iterator": {"epoch": 1}},
-    }, path)
 
 
 def table(stdout):
