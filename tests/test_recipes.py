@@ -6,6 +6,7 @@ is binarized, that a rerun skips every step, and that ``score`` reads the raw re
 cpu_preset.sh ``--steps split`` to check its document split; and runs news.sh end to end, through
 its compare step, on a few documents with a tiny model. Skipped where ../shared/data is absent.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -210,11 +211,11 @@ def test_preset_split_is_deterministic(preset_split, tmp_path):
         assert path.read_bytes() == (other / "split" / path.name).read_bytes(), path.name
 
 
-def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
-    """news.sh end to end on a few real documents with a tiny model: the concatenation model, the
-    Associated Memory Network, the local+global model and the sentence control train for exactly
-    the memory model's finetuning updates, and all six systems reach the results table and the
-    side-by-side comparison; POSITIONS=learned gives every one of them learned positions."""
+@pytest.fixture(scope="module")
+def news_run(tmp_path_factory):
+    """news.sh end to end (prepare .. compare) on a few real documents with a tiny model and
+    learned positions: (work dir, the recipe's environment)."""
+    tmp_path = tmp_path_factory.mktemp("news")
     raw = tmp_path / "raw"
     raw.mkdir()
     for lang in ("en", "de"):
@@ -225,14 +226,29 @@ def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
             "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
             "--decoder-attention-heads 2")
     work = tmp_path / "work"
-    run_recipe("news.sh", work, "--steps", "prepare,binarize,train,generate,score,compare", RAW_DIR=raw,
-               BPE_MERGES=100, MODEL_ARGS=tiny, TRAIN_ARGS="--cpu", GENERATE_ARGS="--cpu --max-len-b 5",
-               SENTENCE_ARGS="--max-update 2", SENTENCE_WARMUP=1, MEMORY_ARGS="--max-update 3",
-               MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048, CHUNK_SENTENCES=4, POSITIONS="learned")
+    environment = dict(RAW_DIR=raw, BPE_MERGES=100, MODEL_ARGS=tiny, TRAIN_ARGS="--cpu",
+                       GENERATE_ARGS="--cpu --max-len-b 5", SENTENCE_ARGS="--max-update 2", SENTENCE_WARMUP=1,
+                       MEMORY_ARGS="--max-update 3", MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048,
+                       CHUNK_SENTENCES=4, POSITIONS="learned")
+    run_recipe("news.sh", work, "--steps", "prepare,binarize,train,generate,score,compare", **environment)
+    return work, environment
+
+
+def last_checkpoint(work, name):
     import torch
 
+    return torch.load(work / "checkpoints" / name / "checkpoint_last.pt", weights_only=False)
+
+
+def test_compare_step_gives_every_system_the_memory_models_budget(news_run):
+    """The concatenation model, the Associated Memory Network, the local+global model and the
+    sentence control train for exactly the memory model's finetuning updates, and all six systems
+    reach the results table and the side-by-side comparison; POSITIONS=learned gives every one of
+    them learned positions."""
+    work, _ = news_run
+
     def last(name):
-        return torch.load(work / "checkpoints" / name / "checkpoint_last.pt", weights_only=False)
+        return last_checkpoint(work, name)
 
     def updates(name):
         return last(name)["optimizer_history"][-1]["num_updates"]
@@ -258,3 +274,36 @@ def test_compare_step_gives_every_system_the_memory_models_budget(tmp_path):
         assert f"| {name} |" in results
         assert any(line.split()[:1] == [name] for line in compared.splitlines())
     assert "MiB@3" in compared and (work / "compare.png").exists()
+
+
+def test_ablations_step_finetunes_each_configuration_per_seed_and_averages(news_run):
+    """Table 3 as a recipe step: each SIDES:LAYERS of ABLATIONS finetuned from the sentence model
+    once per seed of SEEDS, with its memory where it says; the table gives the seeds' means."""
+    work, environment = news_run
+    run_recipe("news.sh", work, "--steps", "ablations", **environment, ABLATIONS="encoder:0 both:-1", SEEDS="1 2")
+    table = (work / "ablations.md").read_text(encoding="utf-8")
+    for sides, layers in (("encoder", "0"), ("both", "-1")):
+        scores = []
+        for seed in (1, 2):
+            name = f"memory-{sides}-{layers}-seed{seed}"
+            cfg = last_checkpoint(work, name)["cfg"]
+            assert (cfg["model"].memory_sides, cfg["model"].memory_layers, cfg["common"]["seed"]) == (sides, layers, seed)
+            assert last_checkpoint(work, name)["optimizer_history"][-1]["num_updates"] == 3
+            scores.append(json.loads((work / f"score-{name}.json").read_text(encoding="utf-8")))
+        means = [sum(s[key] for s in scores) / 2 for key in ("s_bleu", "d_bleu")]
+        tokenized = [sum(s["tokenized"][key] for s in scores) / 2 for key in ("s_bleu", "d_bleu")]
+        row = f"| {sides} | {layers} | 1, 2 | " + " | ".join(f"{m:.2f}" for m in means + tokenized) + " |"
+        assert row in table, table
+
+
+def test_ablations_run_only_when_named_and_are_checked_first(tmp_path):
+    wants = subprocess.run(
+        ["bash", "-c", f'source "{RECIPES}/common.sh"; STEPS=all; wants train && ! wants ablations && '
+         'STEPS=ablations; wants ablations && ! wants train'],
+        env={**os.environ, "WORK_DIR": str(tmp_path)}, capture_output=True, text=True)
+    assert wants.returncode == 0, wants.stderr
+    refused = subprocess.run(["bash", str(RECIPES / "ted.sh"), "--steps", "prepare"],
+                             env={**os.environ, "WORK_DIR": str(tmp_path), "ABLATIONS": "both:5 sideways:1"},
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "ABLATIONS: 'sideways:1': give SIDES:LAYERS" in refused.stderr
+    assert "== prepare" not in refused.stderr

@@ -23,7 +23,12 @@
 #   compare NAME...                      scripts/compare_systems.py on the named systems: BLEU,
 #                                        contrastive accuracy, speed, peak memory, side by side
 #                                        (WORK_DIR/compare.{txt,json,png})
-#   selective_attn_recipe NAME [--steps download,prepare,binarize,train,generate,score,compare]
+#   ablations                            the paper's Table 3: the memory model finetuned with its
+#                                        memory on other sides and layers (ABLATIONS), once per
+#                                        seed (SEEDS), translated, scored and averaged over the
+#                                        seeds into WORK_DIR/ablations.md; a step of every recipe
+#                                        that runs only when --steps names it
+#   selective_attn_recipe NAME [--steps download,prepare,binarize,train,generate,score,compare,ablations]
 #                                        all of the above for one dataset of the selective-attn
 #                                        release (IWSLT2017, NC-2016, Europarl7), as ted.sh,
 #                                        news.sh and europarl.sh run it
@@ -62,6 +67,8 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
                                         # a chunk's sentences times its widest must fit MAX_TOKENS
 : "${COMPARE_LENGTHS:=10,100,1000}"     # document lengths whose decoding peak memory is measured
 : "${COMPARE_CONTRASTIVE:=}"            # a contrastive test set, e.g. "voita deixis_test.json"
+: "${ABLATIONS:=both:0,1 both:2,3 both:4,5 both:5 encoder:5 decoder:5}"   # Table 3 (6 layers): SIDES:LAYERS
+: "${SEEDS:=$SEED}"                     # seeds of each ablation (the paper averages two runs: "1 2")
 : "${PATIENCE:=5}"
 : "${TRAIN_ARGS:=}"                     # extra fairseq-train options for both models (e.g. --fp16, --cpu)
 : "${SENTENCE_ARGS:=}" "${MEMORY_ARGS:=}"   # extra options for one of them (e.g. --max-update N)
@@ -86,6 +93,11 @@ case $POSITIONS in
     learned) POSITION_ARGS=(--encoder-learned-pos --decoder-learned-pos) ;;
     *) fail "POSITIONS=$POSITIONS: give sinusoidal or learned" ;;
 esac
+for ablation in $ABLATIONS; do
+    [[ $ablation =~ ^(both|encoder|decoder):-?[0-9]+(,-?[0-9]+)*$ ]] \
+        || fail "ABLATIONS: '$ablation': give SIDES:LAYERS with SIDES both, encoder or decoder and" \
+            "LAYERS 0-based indices, e.g. both:5 encoder:4,5"
+done
 
 # Echo a command (quoted so it can be pasted back), then run it.
 run() {
@@ -174,15 +186,22 @@ train_sentence() {
 }
 
 finetune_memory() {
-    local extra sentence=$WORK_DIR/checkpoints/sentence/checkpoint_best.pt
-    [[ -f $sentence ]] || fail "finetune_memory: no $sentence; run train_sentence first"
+    finetune_memory_as memory
+}
+
+# finetune_memory_as NAME [OPTIONS...]: the memory model's finetuning into checkpoints/NAME, with
+# OPTIONS last (the ablations' sides, layers and seed).
+finetune_memory_as() {
+    local name=$1 extra sentence=$WORK_DIR/checkpoints/sentence/checkpoint_best.pt
+    shift
+    [[ -f $sentence ]] || fail "finetune $name: no $sentence; run train_sentence first"
     split_words extra "$MEMORY_ARGS"
-    train memory --task document_translation --arch "$MEMORY_ARCH" \
+    train "$name" --task document_translation --arch "$MEMORY_ARCH" \
         --finetune-from-model "$sentence" --criterion document_label_smoothed_cross_entropy \
         --lr-scheduler two_rate_inverse_sqrt --lr "$PRETRAINED_LR" --memory-lr "$MEMORY_LR" \
         --warmup-updates "$MEMORY_WARMUP" --memory-warmup-updates "$MEMORY_WARMUP" \
         --dropout "$MEMORY_DROPOUT" --optimization-window "$OPTIMIZATION_WINDOW" \
-        --passes-per-step "$PASSES_PER_STEP" "${extra[@]}"
+        --passes-per-step "$PASSES_PER_STEP" "${extra[@]}" "$@"
 }
 
 # The updates the memory model's finetuning ran, read from its last checkpoint: the budget of
@@ -269,8 +288,8 @@ generate() {
     already_done "$output" "generate $name" && return 0
     case $name in
         sentence | sentence_continued) task=(--task translation --required-batch-size-multiple 1) ;;
-        memory | concat | amn | local_global) task=(--task document_translation) ;;
-        *) fail "generate: unknown model $name; give sentence, sentence_continued, concat, amn, local_global or memory" ;;
+        memory | memory-* | concat | amn | local_global) task=(--task document_translation) ;;
+        *) fail "generate: unknown model $name; give sentence, sentence_continued, concat, amn, local_global, memory or memory-*" ;;
     esac
     split_words extra "$GENERATE_ARGS"
     run "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir "$PLUGIN" "${task[@]}" \
@@ -310,6 +329,40 @@ for name, s in scores.items():
 print(f"\nsacrebleu signature: {first['signature']}")
 print("tokenized: Moses-tokenized text, BPE removed, as the paper reports BLEU; not comparable with "
       f"sacreBLEU's ({first['tokenized']['signature']})")
+PY
+}
+
+# The ablations of Table 3: for each SIDES:LAYERS of ABLATIONS and each seed of SEEDS, the memory
+# model finetuned as memory-SIDES-LAYERS-seedN (commas in LAYERS as +), translated and scored;
+# WORK_DIR/ablations.md gives each configuration's scores averaged over the seeds.
+ablations() {
+    local ablation sides layers seed name runs=()
+    for ablation in $ABLATIONS; do
+        sides=${ablation%%:*} layers=${ablation#*:}
+        for seed in $SEEDS; do
+            name=memory-$sides-${layers//,/+}-seed$seed
+            finetune_memory_as "$name" --memory-sides "$sides" --memory-layers "$layers" --seed "$seed"
+            generate "$name"
+            score "$name"
+            runs+=("$sides:$layers:$seed:$name")
+        done
+    done
+    run "$PYTHON" - "$WORK_DIR" "${runs[@]}" <<'PY' | tee "$WORK_DIR/ablations.md"
+import json, sys
+from pathlib import Path
+work, runs = Path(sys.argv[1]), [run.split(":") for run in sys.argv[2:]]
+configurations = {}
+for sides, layers, seed, name in runs:
+    configurations.setdefault((sides, layers), []).append((seed, json.loads((work / f"score-{name}.json").read_text())))
+print("| memory sides | layers | seeds | s-BLEU | d-BLEU | tokenized s-BLEU | tokenized d-BLEU |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+for (sides, layers), scored in configurations.items():
+    plain = [s for _, s in scored]
+    tokenized = [s["tokenized"] for s in plain]
+    means = [sum(s[key] for s in scores) / len(scores) for scores in (plain, tokenized) for key in ("s_bleu", "d_bleu")]
+    print(f"| {sides} | {layers} | {', '.join(seed for seed, _ in scored)} | "
+          + " | ".join(f"{m:.2f}" for m in means) + " |")
+print("\nscores: means over the seeds; layers are 0-based (the paper's Table 3: 0-1, 2-3, 4-5, 5)")
 PY
 }
 
@@ -380,8 +433,10 @@ download_selective_attn() {
 STEPS=all
 : "${SELECTIVE_ATTN_SPLITS:=train dev test}"   # the splits download_selective_attn fetches
 
+OPTIONAL_STEPS=ablations  # steps that run only when --steps names them
+
 wants() {
-    [[ $STEPS == all || ,$STEPS, == *,$1,* ]]
+    [[ ,$STEPS, == *,$1,* ]] || [[ $STEPS == all && ,$OPTIONAL_STEPS, != *,$1,* ]]
 }
 
 # parse_steps STEP,STEP,... ARGS...: the recipe's options (ARGS) into STEPS; --steps is a
@@ -407,7 +462,7 @@ parse_steps() {
 selective_attn_recipe() {
     local name=$1 split
     shift
-    parse_steps download,prepare,binarize,train,generate,score,compare "$@"
+    parse_steps download,prepare,binarize,train,generate,score,compare,ablations "$@"
     if [[ -n ${RAW_DIR:-} && ! -d $RAW_DIR ]]; then
         fail "RAW_DIR=$RAW_DIR does not exist; give the directory that holds the" \
             "concatenated_${SRC}2${TGT}_*.txt files, or leave RAW_DIR unset to download into WORK_DIR"
@@ -427,4 +482,5 @@ selective_attn_recipe() {
     if wants generate; then generate sentence; generate memory; fi
     if wants score; then score sentence; score memory; results_table sentence memory; fi
     if wants compare; then compare_recipe; fi
+    if wants ablations; then ablations; fi
 }

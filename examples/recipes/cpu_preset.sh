@@ -6,9 +6,10 @@
 # WORK_DIR/results.md. The compare step then finetunes the 2-to-1 concatenation model and the
 # local+global model and trains the sentence model on, each for the memory model's number of
 # updates, and puts all five side by side (WORK_DIR/compare.txt). Run it again after an
-# interruption and it resumes.
+# interruption and it resumes. The ablations step (only when --steps names it) finetunes the
+# memory model with its memory on other sides and layers (the paper's Table 3).
 #
-#   WORK_DIR=runs/cpu_preset bash examples/recipes/cpu_preset.sh [--steps split,prepare,...,compare]
+#   WORK_DIR=runs/cpu_preset bash examples/recipes/cpu_preset.sh [--steps split,prepare,...,compare,ablations]
 #
 # Split: in each corpus file, in file order, document i goes to valid if i % 20 == 10, to test
 # if i % 20 == 19, else to train (about 5% of the documents each, the same on every run);
@@ -20,6 +21,7 @@
 --encoder-attention-heads 4 --decoder-attention-heads 4}"
 : "${SENTENCE_LR:=1e-3}" "${SENTENCE_WARMUP:=1000}"
 : "${MEMORY_WARMUP:=300}" "${OPTIMIZATION_WINDOW:=2-4}"
+: "${ABLATIONS:=both:0 both:1 both:2 encoder:2 decoder:2}"   # Table 3 for its 3 layers
 : "${TRAIN_ARGS:=--cpu}" "${GENERATE_ARGS:=--cpu}"
 : "${SENTENCE_ARGS:=--max-update 6000 --max-epoch 30}"
 : "${MEMORY_ARGS:=--max-update 1500 --max-epoch 10}"
@@ -80,7 +82,7 @@ prepare_splits() {
 }
 
 main() {
-    parse_steps split,prepare,binarize,train,generate,score,compare "$@"
+    parse_steps split,prepare,binarize,train,generate,score,compare,ablations "$@"
     mkdir -p "$WORK_DIR"
     if wants split; then read_corpora; split_documents; fi
     if wants prepare; then prepare_splits; fi
@@ -89,6 +91,7 @@ main() {
     if wants generate; then generate sentence; generate memory; fi
     if wants score; then score sentence; score memory; results_table sentence memory; fi
     if wants compare; then compare_recipe; fi
+    if wants ablations; then ablations; fi
     return 0
 }
 
