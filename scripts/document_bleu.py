@@ -48,11 +48,12 @@ def read_docids(path):
     return docids
 
 
-def score_documents(hypotheses, references, docids, tokenize=None):
+def score_documents(hypotheses, references, docids, tokenized=False):
     """s-BLEU and d-BLEU of hypotheses against references, both in corpus (sentence id) order.
 
     docids gives each sentence's document; documents are scored in order of first appearance.
-    ``tokenize`` is sacrebleu's (None: its default, 13a; "none" for text tokenized already).
+    ``tokenized``: the text is tokenized already, so sacrebleu's own tokenization is off
+    (tok:none) and so is its warning about tokenized input.
     Returns {"s_bleu", "d_bleu", "sentences", "documents", "signature"}.
     """
     if not len(hypotheses) == len(references) == len(docids):
@@ -64,7 +65,7 @@ def score_documents(hypotheses, references, docids, tokenize=None):
     for hypothesis, reference, docid in zip(hypotheses, references, docids):
         document_hypotheses.setdefault(docid, []).append(hypothesis)
         document_references.setdefault(docid, []).append(reference)
-    bleu = BLEU(tokenize=tokenize)
+    bleu = BLEU(tokenize="none", force=True) if tokenized else BLEU()
     sentence_score = bleu.corpus_score(list(hypotheses), [list(references)])
     document_score = bleu.corpus_score(
         [" ".join(sentences) for sentences in document_hypotheses.values()],
@@ -95,7 +96,7 @@ def tokenized_scores(generate_output, tokenized_reference, docids):
             "pass the tokenized reference of the same split, one sentence per line"
         )
     return score_documents(
-        [without_bpe(line) for line in hypotheses], [without_bpe(line) for line in references], docids, tokenize="none"
+        [without_bpe(line) for line in hypotheses], [without_bpe(line) for line in references], docids, tokenized=True
     )
 
 
