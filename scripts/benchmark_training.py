@@ -17,10 +17,10 @@ through its epochs. Printed side by side, per model:
 - peak memory while training (each model in a fresh process: ``peak_memory.py``) and the ratio
   (target <= 1.2);
 - the arithmetic each model does per target token over --updates more updates: the FLOPs of
-  matrix products and attention (forward, backward and the gradient to the previous sentence),
-  counted by torch's ``FlopCounterMode``, and the ratio memory/plain. At equal FLOP rates the
-  tokens/s ratio cannot exceed its inverse: that tells what the memory costs by design of the
-  model from what its implementation costs.
+  matrix products and attention (forward, backward and the gradient to the previous sentence;
+  padding included), counted with torch's formulas (``arithmetic.py``), and the ratio
+  memory/plain. At equal FLOP rates the tokens/s ratio cannot exceed its inverse: that tells
+  what the memory costs by design of the model from what its implementation costs.
 
 --profile also prints where each model's time goes over --updates more updates of each: the
 named parts of a step (forward, the memory's Update Attention in "sentence context", "gradient
