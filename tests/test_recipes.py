@@ -126,6 +126,15 @@ def test_score_reads_the_raw_reference(prepared):
     assert "| sentence | 100.00 | 100.00 | 100.00 | 100.00 |" in (work / "results.md").read_text(encoding="utf-8")
     assert "nrefs:1|case:mixed" in result.stdout and "tok:none" in result.stdout
 
+    older = json.loads((work / "score-sentence.json").read_text(encoding="utf-8"))  # an older run's, untokenized
+    del older["tokenized"]
+    (work / "score-older.json").write_text(json.dumps(older), encoding="utf-8")
+    command = f'source "{RECIPES}/common.sh"; results_table sentence older'
+    result = subprocess.run(["bash", "-c", command], env={**os.environ, "WORK_DIR": str(work)},
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "| older | 100.00 | 100.00 | - | - |" in (work / "results.md").read_text(encoding="utf-8")
+
 
 def test_unknown_positions_are_refused_before_any_step(tmp_path):
     result = subprocess.run(["bash", str(RECIPES / "ted.sh"), "--steps", "prepare"],

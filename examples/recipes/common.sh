@@ -324,11 +324,12 @@ first = next(iter(scores.values()))
 print(f"test: {first['sentences']} sentences in {first['documents']} documents\n")
 print("| model | s-BLEU | d-BLEU | tokenized s-BLEU | tokenized d-BLEU |\n| --- | ---: | ---: | ---: | ---: |")
 for name, s in scores.items():
-    t = s["tokenized"]
-    print(f"| {name} | {s['s_bleu']:.2f} | {s['d_bleu']:.2f} | {t['s_bleu']:.2f} | {t['d_bleu']:.2f} |")
+    t = s.get("tokenized")  # absent from a score file of an older run: delete it to score again
+    tokenized = f"{t['s_bleu']:.2f} | {t['d_bleu']:.2f}" if t else "- | -"
+    print(f"| {name} | {s['s_bleu']:.2f} | {s['d_bleu']:.2f} | {tokenized} |")
 print(f"\nsacrebleu signature: {first['signature']}")
-print("tokenized: Moses-tokenized text, BPE removed, as the paper reports BLEU; not comparable with "
-      f"sacreBLEU's ({first['tokenized']['signature']})")
+signature = next((s["tokenized"]["signature"] for s in scores.values() if "tokenized" in s), "none scored")
+print(f"tokenized: Moses-tokenized text, BPE removed, as the paper reports BLEU; not comparable with sacreBLEU's ({signature})")
 PY
 }
 
