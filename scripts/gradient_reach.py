@@ -5,8 +5,8 @@
 
 Each document of the split is walked sentence by sentence with the memory carried and NOT
 detached, so a sentence's loss reaches every earlier sentence through the chain of memory
-updates (the training-time truncation of ``criterion.py`` does not apply: this measures what
-the trained model uses). For a target sentence s and an earlier (or the same) sentence i:
+updates (the training-time truncation of ``truncation.py``, ``--gradient-reach``, does not
+apply: this measures what the trained model uses). For a target sentence s and an earlier (or the same) sentence i:
 
 - ``L_s`` is sentence s's reference loss, teacher forced: the sum of its tokens' NLL;
 - ``e_i[p]`` is the embedding lookup of token p of sentence i (the output of ``embed_tokens``,

@@ -1,6 +1,7 @@
 """Training through the criterion: memory carried across steps and windows, gradients
-truncated after one sentence ("back-propagated to the current and most recent sentences"), and
-steps in several forward passes training as one batch."""
+truncated after --gradient-reach sentences (1: "back-propagated to the current and most recent
+sentences"), within a window or across windows, and steps in several forward passes training as
+one batch."""
 import dataclasses
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 
 from conftest import AMN, CONCAT, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
 from memory_nmt.pipeline.carry import CarryOrderError, CarryStore
+from memory_nmt.pipeline.data import DocumentDataError
 
 
 def _window_of_three(task):
@@ -82,6 +84,122 @@ def test_window_gradient_equals_loss_by_loss_truncated_gradient(trained_looking,
     assert got.keys() == expected.keys()
     for name in expected:
         assert torch.allclose(got[name], expected[name], atol=1e-5, rtol=1e-4), name
+
+
+def _group_of_three_windows(task):
+    """The first three windows of a group that has three, in training order."""
+    windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
+    for first in range(len(windows) - 2):
+        if windows[first][0]["position"].step == 0 and len({w[0]["position"].group for w in windows[first:first + 3]}) == 1:
+            return windows[first:first + 3]
+    raise AssertionError("no group of three windows in the tiny corpus")
+
+
+def _loss_by_loss_gradients(criterion, model, windows, reach, recompute):
+    """Reference, per window: the sum over its sentences t of the gradient of loss t alone,
+    through a graph rebuilt from the (detached) carry before sentence t−reach, or before the
+    window's first sentence if that is later and the gradient is not recomputed across windows."""
+    steps = [step for window in windows for step in window]
+    carries = [None]  # carries[t] = detached carry before step t
+    with torch.no_grad():
+        for sample in steps:
+            carry = carries[-1].select(sample["lanes"]) if carries[-1] is not None else None
+            carries.append(criterion.forward_step(model, sample, carry)[3].detach())
+    gradients, begin = [], 0
+    for window in windows:
+        model.zero_grad()
+        for t in range(begin, begin + len(window)):
+            first = max(t - reach, 0 if recompute else begin)
+            carry = carries[first]
+            for sample in steps[first:t + 1]:
+                loss, _, _, carry = criterion.forward_step(
+                    model, sample, carry.select(sample["lanes"]) if carry is not None else None
+                )
+            loss.backward()
+        gradients.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        begin += len(window)
+    return gradients
+
+
+@pytest.mark.parametrize("across", ["recompute", "drop"])
+@pytest.mark.parametrize("reach", [0, 1, 2, 3])
+def test_each_window_gets_the_gradient_of_its_losses_reaching_k_sentences_back(data_bin, reach, across):
+    """--gradient-reach K: every update holds the gradient of its window's losses, each through
+    the K sentences before it (recomputed from the windows before with ``recompute``, cut at
+    the window's start with ``drop``), and nothing else; with the same weights in every window
+    (no optimizer step), it equals the loss-by-loss reference."""
+    task, model, criterion, _ = build(
+        data_bin, *TINY_MODEL, "--optimization-window", "2",
+        "--gradient-reach", str(reach), "--gradient-across-windows", across,
+    )
+    make_reads_nonzero(model)
+    model.train()
+    windows = _group_of_three_windows(task)
+    expected = _loss_by_loss_gradients(criterion, model, windows, reach, across == "recompute")
+    for number, window in enumerate(windows):
+        model.zero_grad()
+        criterion.forward_window(model, window, backward=lambda loss: loss.backward())
+        got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+        assert got.keys() == expected[number].keys()
+        for name in got:
+            assert torch.allclose(got[name], expected[number][name], atol=1e-5, rtol=1e-4), (number, name)
+
+
+@pytest.mark.parametrize("across, window, reach, reached", [
+    ("recompute", "2", 1, {(1, 0), (2, 1), (3, 2)}),
+    ("drop", "2", 1, {(1, 0), (3, 2)}),
+    ("recompute", "2", 2, {(1, 0), (2, 1), (2, 0), (3, 2), (3, 1)}),
+    ("drop", "2", 2, {(1, 0), (3, 2)}),
+    ("recompute", "1", 1, {(1, 0), (2, 1), (3, 2)}),
+    ("drop", "1", 1, set()),
+])
+def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, window, reach, reached):
+    """Over a group's first four sentences, walked window by window as training does: which
+    earlier sentence s the loss of sentence t reaches (the gradient at s's token embeddings,
+    in whichever forward pass of s it flows through, recomputed or not), for each t."""
+    task, model, criterion, _ = build(
+        data_bin, *TINY_MODEL, "--optimization-window", window,
+        "--gradient-reach", str(reach), "--gradient-across-windows", across,
+    )
+    make_reads_nonzero(model)
+    model.train()
+    windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
+    group = next(w[0]["position"].group for w in windows if w[-1]["position"].step >= 3)
+    walk = [w for w in windows if w[0]["position"].group == group and w[0]["position"].step <= 3]
+    pad = task.target_dictionary.pad()
+    embeddings = []  # (step, embedding output), encoder and decoder, in call order
+
+    forward_step = criterion.forward_step
+
+    def tagged(model, sample, carry):
+        def keep(module, inputs, output):
+            output.retain_grad()
+            embeddings.append((sample["position"].step, output))
+
+        handle = model.encoder.embed_tokens.register_forward_hook(keep)
+        try:
+            return forward_step(model, sample, carry)
+        finally:
+            handle.remove()
+
+    criterion.forward_step = tagged
+    got = set()
+    for t in range(4):
+        embeddings.clear()
+        criterion.carries = CarryStore()
+        for steps in walk:
+            steps = [s if s["position"].step == t else dict(s, target=torch.full_like(s["target"], pad)) for s in steps]
+            criterion.forward_window(model, steps, backward=lambda loss: loss.backward())
+        got |= {
+            (t, step) for step, output in embeddings
+            if step != t and output.grad is not None and output.grad.abs().sum() > 0
+        }
+    assert got == reached
+
+
+def test_a_negative_gradient_reach_is_refused(data_bin):
+    with pytest.raises(DocumentDataError, match="--gradient-reach -1"):
+        build(data_bin, *TINY_MODEL, "--gradient-reach", "-1")
 
 
 def test_memory_is_carried_across_windows_and_checked(data_bin):

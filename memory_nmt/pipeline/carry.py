@@ -10,11 +10,13 @@ still has, in its own row order.
 
 The owner of a carry is whoever walks through the documents: the criterion in training and
 validation (``criterion.py``), the generator in decoding (``generator.py``). Both keep it in a
-``CarryStore`` (one carry per stream, checked for order); fairseq-interactive's documents, which
-go on across batches in any mix, are kept in ``OpenDocuments``.
+``CarryStore`` (one carry per stream, checked for order; in training also the ``WindowTail`` the
+next window recomputes); fairseq-interactive's documents, which go on across batches in any
+mix, are kept in ``OpenDocuments``.
 """
 import logging
-from typing import Dict, Optional
+from dataclasses import dataclass
+from typing import Dict, List, Optional
 
 import torch
 from torch import Tensor
@@ -80,12 +82,22 @@ class Carry:
         return older.select(older.lanes[kept]).stacked(self)
 
 
+@dataclass
+class WindowTail:
+    """A group's last sentence steps (collated batches) before a position, and the carry
+    (detached) before the first of them: what the next training window recomputes so that its
+    first sentences' losses reach them (``truncation.py``)."""
+
+    carry: Optional[Carry]
+    steps: List[dict]
+
+
 class CarryStore:
     """The carries of one owner between batches, one per stream (split), checked for order.
 
     A batch at step 0 starts its documents with nothing carried; a batch at step t must
-    follow step t−1 of the same group, or the store refuses it. A group's carry is dropped
-    after its last step.
+    follow step t−1 of the same group, or the store refuses it. A group's carry (and tail) is
+    dropped after its last step.
     """
 
     def __init__(self):
@@ -102,7 +114,7 @@ class CarryStore:
                 position.stream, position.group, position.step,
             )
             return None
-        held_position, carry = held
+        held_position, carry, _ = held
         if (held_position.group, held_position.step) != (position.group, position.step - 1):
             raise CarryOrderError(
                 f"{position.stream}: the batch of group {position.group}, step {position.step} "
@@ -111,14 +123,19 @@ class CarryStore:
             )
         return carry
 
+    def tail_before(self, position) -> Optional[WindowTail]:
+        """The tail kept with the carry that ``position`` continues (``get`` checks the order)."""
+        held = self._held.get(position.stream)
+        return held[2] if held is not None and position.step > 0 else None
+
     def holds(self, stream: str) -> bool:
         return stream in self._held
 
-    def keep(self, position, carry: Carry):
+    def keep(self, position, carry: Carry, tail: Optional[WindowTail] = None):
         if position.ends_group:
             self._held.pop(position.stream, None)
         else:
-            self._held[position.stream] = (position, carry.detach())
+            self._held[position.stream] = (position, carry.detach(), tail)
 
 
 class OpenDocuments:

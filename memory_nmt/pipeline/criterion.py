@@ -6,27 +6,21 @@ context from the carry of the previous batch (``carry.py``) and keeps what the s
 for the next batch, per stream (split), checking that every batch continues the one before.
 The loss and its size are those of the current sentences only, whatever context they read.
 
-Gradient truncation, for systems whose carry has differentiable states (the recurrent memory
-model; paper section 3.4, "back-propagated to the current and most recent sentences"):
-sentence t's loss reaches sentence t's computation, the Update Attention that wrote sentence
-t−1 into the memory, and sentence t−1's states (the whole computation that produced them), but
-nothing of sentence t−2 or earlier. The memory itself is detached between sentences. Sentence
-t−1's states enter sentence t as fresh leaves; after sentence t's forward pass, the gradient its
-loss sends to those leaves is taken (``torch.autograd.grad``), and sentence t−1's graph is
-back-propagated once, with its own loss plus that gradient. So each sentence's graph is
-released after one backward, at most two graphs live at a time, and whatever reaches sentence
-t−1's own memory leaves stops there. A window's last sentence is back-propagated alone, before
-the optimizer step: the first sentence of the next window still trains the Update Attention,
-but sends nothing into the previous window's states. A system whose carry has no
-differentiable states (previous sentences' tokens) back-propagates each sentence at once.
+In training, a system whose carry has differentiable states (the recurrent memory model) is
+back-propagated across sentences, truncated after ``--gradient-reach`` sentences
+(``truncation.py``); with ``--gradient-across-windows recompute`` (the default), the criterion
+keeps the group's last sentence steps with the carry before them (a ``WindowTail``) and
+recomputes them at the next window's start, so a window's first sentences reach the sentences
+before it. A system whose carry has no differentiable states (previous sentences' tokens)
+back-propagates each sentence at once.
 
 The parts of a step are named for torch.profiler as fairseq names its own ("forward",
 "backward"): "sentence context" (the memory model's Update Attention), "carry out" and
 "gradient to the previous sentence" (``scripts/benchmark_training.py --profile`` reads them).
 """
+from collections import deque
 from typing import Callable, List, Optional
 
-import torch
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
@@ -34,9 +28,10 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from torch.autograd.profiler import record_function
 
-from .carry import Carry, CarryStore
+from .carry import Carry, CarryStore, WindowTail
 from .data import passes_of, steps_of
 from .system import document_system
+from .truncation import TruncatedBackprop
 
 
 @register_criterion(
@@ -54,6 +49,8 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             )
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         self.carries = CarryStore()
+        self.gradient_reach = task.cfg.gradient_reach
+        self.recompute_across_windows = task.cfg.gradient_across_windows == "recompute"
 
     def forward(self, model, sample, reduce=True):
         """Loss of one batch of sentences (one step of a group), with what its lanes carried in.
@@ -71,47 +68,56 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         stateless: bool = False,
         loss_scale: float = 1.0,
     ):
-        """Run consecutive steps of one group; with ``backward``, train on them (see above).
+        """Run consecutive steps of one group; with ``backward``, train on them (``truncation.py``).
 
-        Returns the summed (detached) loss, sample size and logging output. ``stateless``
-        starts with nothing carried and keeps no carry (fairseq's dummy batches).
-        ``loss_scale`` is the factor ``backward`` multiplies losses by (fp16, AMP): the
-        gradient sent back to the previous sentence is taken at that scale, so it does not
-        underflow where fp16 gradients would.
+        Returns the summed (detached) loss, sample size and logging output of ``steps``.
+        ``stateless`` starts with nothing carried and keeps no carry (fairseq's dummy
+        batches). ``loss_scale`` is the factor ``backward`` multiplies losses by (fp16, AMP).
         """
-        carry = None if stateless else self.carries.get(steps[0]["position"])
+        position = steps[0]["position"]
+        carry = None if stateless else self.carries.get(position)
+        walk = [(step, True) for step in steps]
+        tail = None if stateless else self.carries.tail_before(position)
+        if backward is not None and self.recompute_across_windows and tail is not None:
+            carry, walk = tail.carry, [(step, False) for step in tail.steps] + walk
+        truncation = TruncatedBackprop(backward, self.gradient_reach, loss_scale) if backward is not None else None
+        last_steps = deque(maxlen=self.gradient_reach)  # (step, detached carry before it)
         total_loss, total_size, total_log = 0.0, 0, {}
-        waiting = None  # (loss, carry) of the previous step, not yet back-propagated
-        for step in steps:
-            loss, carries_in, carries_out = 0.0, [], []
+        for step, counted in walk:
+            last_steps.append((step, carry.detach() if carry is not None else None))
+            linked = truncation is not None and truncation.wants_links()
+            loss, carries_out, links = 0.0, [], []
             for sample in passes_of(step):
                 carry_in = carry.select(sample["lanes"]) if carry is not None else None
-                if backward is not None and waiting is not None:
-                    carry_in = carry_in.with_state_leaves()
+                if linked:
+                    leaves = carry_in.with_state_leaves()
+                    states = carry_in.differentiable_states()
+                    links += [(leaf, states[name]) for name, leaf in leaves.differentiable_states().items()]
+                    carry_in = leaves
                 pass_loss, sample_size, logging_output, carry_out = self.forward_step(model, sample, carry_in)
                 loss = loss + pass_loss
-                carries_in.append(carry_in)
                 carries_out.append(carry_out)
-                total_size += sample_size
-                for key, value in logging_output.items():
-                    total_log[key] = total_log.get(key, 0) + value
+                if counted:
+                    total_size += sample_size
+                    for key, value in logging_output.items():
+                        total_log[key] = total_log.get(key, 0) + value
             carry = carries_out[0]
             for later in carries_out[1:]:
                 carry = carry.stacked(later)
-            if backward is not None:
-                if waiting is not None:
-                    backward(self._with_gradient_from_next(waiting, carries_in, loss, loss_scale))
-                    waiting = None
+            if truncation is not None:
                 if carry.differentiable_states():
-                    waiting = (loss, carry)
-                else:
+                    truncation.add(loss if counted else None, links)
+                elif counted:
                     backward(loss)
-            total_loss = total_loss + loss.detach()
-            carry = carry.detach() if backward is None else carry
-        if waiting is not None:
-            backward(waiting[0])
+            if counted:
+                total_loss = total_loss + loss.detach()
+            carry = carry if truncation is not None and truncation.wants_links() else carry.detach()
+        if truncation is not None:
+            truncation.finish()
         if not stateless:
-            self.carries.keep(steps[-1]["position"], carry.detach())
+            keeps_tail = self.recompute_across_windows and last_steps and carry.differentiable_states()
+            tail = WindowTail(last_steps[0][1], [step for step, _ in last_steps]) if keeps_tail else None
+            self.carries.keep(steps[-1]["position"], carry.detach(), tail)
         return total_loss, total_size, total_log
 
     def forward_step(self, model, sample, carry: Optional[Carry]):
@@ -143,24 +149,3 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                 context, sample["lanes"], net_input, sample["target"], net_output[1].get("encoder_out"), net_output[1]
             )
         return loss, sample_size, logging_output, carry
-
-    @staticmethod
-    def _with_gradient_from_next(waiting, carries_in: List[Carry], next_loss, loss_scale: float):
-        """The previous step's loss, plus a term whose gradient is what ``next_loss`` sends
-        into the previous step's states (taken at the leaves ``carries_in``, one per forward
-        pass, gave them, from the loss as ``backward`` scales it, and divided back so
-        ``backward`` may scale it again)."""
-        previous_loss, previous_carry = waiting
-        leaves, selected = [], []
-        for carry_in in carries_in:
-            leaves_of = carry_in.differentiable_states()
-            previous_of = previous_carry.select(carry_in.lanes).differentiable_states()
-            leaves.extend(leaves_of.values())
-            selected.extend(previous_of[name] for name in leaves_of)
-        with record_function("gradient to the previous sentence"):
-            grads = torch.autograd.grad(next_loss * loss_scale, leaves, retain_graph=True, allow_unused=True)
-        surrogate = previous_loss
-        for states, grad in zip(selected, grads):
-            if grad is not None:
-                surrogate = surrogate + (states.float() * grad.float()).sum() / loss_scale
-        return surrogate

@@ -41,6 +41,7 @@ from .data import (
 from .generator import CONTEXT_FROM, DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement
 from .system import document_system
+from .truncation import GRADIENT_ACROSS_WINDOWS
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,25 @@ class DocumentTranslationConfig(TranslationConfig):
             "system that trains on whole chunks, transformer_local_global, takes one pass)"
         },
     )
+    gradient_reach: int = field(
+        default=1,
+        metadata={
+            "help": "in training, how many previous sentences a sentence's loss reaches through "
+            "the states they pass on, for a system that back-propagates across sentences "
+            "(transformer_recurrent_memory): 1 is the paper's 'current and most recent "
+            "sentences', 0 trains each sentence on its own loss only; the memory is detached "
+            "between sentences whatever the reach"
+        },
+    )
+    gradient_across_windows: ChoiceEnum(GRADIENT_ACROSS_WINDOWS) = field(
+        default="recompute",
+        metadata={
+            "help": "in training, whether a window's first sentences reach the sentences of the "
+            "window before ('recompute': its last --gradient-reach steps run forward again, "
+            "with the new parameters, at the next window's start; each gradient still lands "
+            "in one update) or not ('drop': faster, a loss reaches nothing before its window)"
+        },
+    )
     context_from: ChoiceEnum(CONTEXT_FROM) = field(
         default="hypothesis",
         metadata={
@@ -131,6 +151,11 @@ class DocumentTranslationTask(TranslationTask):
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
         parse_window(cfg.optimization_window)
+        if cfg.gradient_reach < 0:
+            raise DocumentDataError(
+                f"--gradient-reach {cfg.gradient_reach}: give how many previous sentences a "
+                "sentence's loss reaches, 0 or more (1 is the paper's)"
+            )
         if cfg.passes_per_step < 1:
             raise DocumentDataError(
                 f"--passes-per-step {cfg.passes_per_step}: give 1 (one padded batch per sentence "

@@ -5,8 +5,8 @@ the sentence's own states, not yet written into it. The next sentence's memory i
 (``RecurrentMemoryTransformerModel.read_memory``), so training and decoding share one
 mechanism: in training the states are the teacher-forced reference's, in decoding those of the
 chosen hypothesis, recorded once the sentence is fully decoded. The states are what the next
-sentence's loss sends gradient back into (``differentiable_states``, see the criterion's
-truncated back-propagation in ``pipeline/criterion.py``).
+sentence's loss sends gradient back into (``differentiable_states``, see the
+truncated back-propagation in ``pipeline/truncation.py``).
 """
 from typing import Dict
 
