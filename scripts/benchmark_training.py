@@ -22,6 +22,13 @@ through its epochs. Printed side by side, per model:
   memory/plain. At equal FLOP rates the tokens/s ratio cannot exceed its inverse: that tells
   what the memory costs by design of the model from what its implementation costs.
 
+The memory model trains once per --gradient-reaches K (how many previous sentences a loss
+reaches, ``memory_nmt/pipeline/truncation.py``; the first is the one the ratios and targets
+are for), each recomputing the window's last K steps at the next window's start (``recompute``,
+the default), and once more for the first K with ``--gradient-across-windows drop``: what the
+reach and the recomputation cost in speed, memory and arithmetic. (Passes/update counts the
+data's forward passes; recomputed passes show in the time and the arithmetic.)
+
 --profile also prints where each model's time goes over --updates more updates of each: the
 named parts of a step (forward, the memory's Update Attention in "sentence context", "gradient
 to the previous sentence", backward, optimizer, ...) and torch.profiler's top operators.
@@ -41,6 +48,7 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Dict, List, Tuple
 
 import fairseq
 import torch
@@ -63,23 +71,32 @@ SIZES = {  # embed_dim, ffn_dim, heads, layers (each side)
     "medium": (256, 1024, 4, 3),
     "base": (512, 2048, 8, 6),
 }
-SYSTEMS = {
-    "plain": ["--task", "translation", "--arch", "transformer",
-              "--criterion", "label_smoothed_cross_entropy", "--required-batch-size-multiple", "1"],
-    "plain_documents": ["--task", "document_translation", "--arch", "transformer",
-                        "--criterion", "document_label_smoothed_cross_entropy"],
-    "memory": ["--task", "document_translation", "--arch", "transformer_recurrent_memory",
-               "--criterion", "document_label_smoothed_cross_entropy"],
-}
+PLAIN = ["--task", "translation", "--arch", "transformer",
+         "--criterion", "label_smoothed_cross_entropy", "--required-batch-size-multiple", "1"]
+PLAIN_DOCUMENTS = ["--task", "document_translation", "--arch", "transformer",
+                   "--criterion", "document_label_smoothed_cross_entropy"]
+MEMORY = ["--task", "document_translation", "--arch", "transformer_recurrent_memory",
+          "--criterion", "document_label_smoothed_cross_entropy"]
 REGIONS = (  # named by fairseq's trainer and task, and by the plugin's criterion
     "forward", "sentence context", "carry out", "gradient to the previous sentence", "backward",
     "multiply-grads", "clip-grads", "optimizer",
 )
-NAMES = {
-    "plain": "transformer",
-    "plain_documents": "transformer, document batches",
-    "memory": "transformer_recurrent_memory",
-}
+
+
+def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
+    """The models compared, by name: the row label and the fairseq-train options. "memory" is
+    the memory model with the first of --gradient-reaches, recomputed across windows."""
+    first, *others = args.gradient_reaches
+    systems = {
+        "plain": ("transformer", PLAIN),
+        "plain_documents": ("transformer, document batches", PLAIN_DOCUMENTS),
+        "memory": (f"memory, reach {first}", MEMORY + ["--gradient-reach", str(first)]),
+        "memory_drop": (f"memory, reach {first}, drop", MEMORY + [
+            "--gradient-reach", str(first), "--gradient-across-windows", "drop"]),
+    }
+    for reach in others:
+        systems[f"memory_reach{reach}"] = (f"memory, reach {reach}", MEMORY + ["--gradient-reach", str(reach)])
+    return systems
 
 
 def parse_args(argv=None):
@@ -93,6 +110,9 @@ def parse_args(argv=None):
     parser.add_argument("--optimization-window", default="2-4", help="the document task's steps per update")
     parser.add_argument("--passes-per-step", type=int, default=1, help="the document task's forward "
                         "passes per sentence step (see memory_nmt/pipeline/data.py)")
+    parser.add_argument("--gradient-reaches", default="1,2,4", type=lambda text: [int(k) for k in text.split(",")],
+                        help="the memory model's --gradient-reach values to train with (comma-separated, "
+                        "the first is the one the ratios are for)")
     parser.add_argument("--data", help="binarized documents to train on (a fairseq-preprocess "
                         "directory with train.SRC-TGT.docids) instead of synthetic ones")
     parser.add_argument("--documents", type=int, default=1000, help="synthetic training documents")
@@ -102,7 +122,7 @@ def parse_args(argv=None):
     parser.add_argument("--profile", action="store_true", help="also profile both models")
     parser.add_argument("--workdir", default=os.path.join(ROOT, "runs", "benchmark_training"))
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--measure-peak", choices=sorted(SYSTEMS), help=argparse.SUPPRESS)
+    parser.add_argument("--measure-peak", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if (args.fp16 or args.bf16) and args.device != "cuda":
         parser.error("--fp16 and --bf16 need --device cuda")
@@ -135,13 +155,13 @@ def trainer_of(system, data, args) -> Trainer:
         dims += [f"--{side}-embed-dim", str(embed), f"--{side}-ffn-embed-dim", str(ffn),
                  f"--{side}-attention-heads", str(heads), f"--{side}-layers", str(layers)]
     command = [
-        data, "--user-dir", PLUGIN, *SYSTEMS[system], *dims, "--share-all-embeddings",
+        data, "--user-dir", PLUGIN, *systems_of(args)[system][1], *dims, "--share-all-embeddings",
         "--dropout", "0.1", "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
         "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
         "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens), "--seed", str(args.seed),
         "--num-workers", "0",
     ]
-    if SYSTEMS[system][1] == "document_translation":
+    if "document_translation" in command:
         command += ["--optimization-window", args.optimization_window,
                     "--passes-per-step", str(args.passes_per_step)]
     command += {"cpu": ["--cpu"], "cuda": []}[args.device]
@@ -238,7 +258,7 @@ def profile(system, trainer, batches, args):
     with torch.profiler.profile(activities=activities) as profiler:
         seconds = train_updates(trainer, batches, args.updates, args.device, totals)
     averages = {event.key: event for event in profiler.key_averages()}
-    print(f"\nprofile of {NAMES[system]}: {args.updates} updates, {seconds:.2f} s, {totals['target']} "
+    print(f"\nprofile of {systems_of(args)[system][0]}: {args.updates} updates, {seconds:.2f} s, {totals['target']} "
           f"target tokens, {totals['passes']} forward passes")
     print(f"  {'part of the step':<36}{'calls':>7}{'cpu s':>9}{'share':>8}" + ("  cuda s" if args.device == "cuda" else ""))
     for region in REGIONS:
@@ -258,16 +278,17 @@ def main():
     data = binarized_documents(args)
     if args.measure_peak:
         return measure_peak(args)
-    trainers = {system: trainer_of(system, data, args) for system in SYSTEMS}
+    systems = systems_of(args)
+    trainers = {system: trainer_of(system, data, args) for system in systems}
     batches = {system: Batches(trainer) for system, trainer in trainers.items()}
     for system, trainer in trainers.items():
         train_updates(trainer, batches[system], args.warmup, args.device)
-    seconds = dict.fromkeys(SYSTEMS, 0.0)
-    totals = {system: {} for system in SYSTEMS}
+    seconds = dict.fromkeys(systems, 0.0)
+    totals = {system: {} for system in systems}
     for _ in range(args.repeats):
         for system, trainer in trainers.items():
             seconds[system] += train_updates(trainer, batches[system], args.updates, args.device, totals[system])
-    peaks = {system: peak_in_subprocess(system) for system in SYSTEMS}
+    peaks = {system: peak_in_subprocess(system) for system in systems}
     flops = {system: flops_per_target_token(trainer, batches[system], args) for system, trainer in trainers.items()}
 
     embed, ffn, heads, layers = SIZES[args.size]
@@ -282,17 +303,19 @@ def main():
     print(f"{args.repeats} alternating rounds of {args.updates} updates each, after {args.warmup} warm-up updates; "
           f"peak = {peak_name(args.device)} over {args.updates} updates, a fresh process each; "
           f"FLOPs of matrix products and attention over {args.updates} more updates\n")
-    header = ("model", "tgt tok/s", "real tok/pass", "padding", "passes/upd", "peak MiB", "MFLOP/tgt tok")
+    print(f"memory: transformer_recurrent_memory with --gradient-reach K, its gradient recomputed across "
+          f"windows unless 'drop'; 'x plain' columns: tokens/s and peak memory over the transformer's\n")
+    header = ("model", "tgt tok/s", "x plain", "real tok/pass", "padding", "passes/upd", "peak MiB", "x plain",
+              "MFLOP/tgt tok")
     print(f"  {header[0]:<32}" + "".join(f"{h:>14}" for h in header[1:]))
-    rate = {}
-    for system in SYSTEMS:
+    rate = {system: totals[system]["target"] / seconds[system] for system in systems}
+    for system, (label, _) in systems.items():
         t = totals[system]
-        rate[system] = t["target"] / seconds[system]
-        row = (f"{rate[system]:.0f}", f"{t['real'] / t['passes']:.0f}", f"{1 - t['real'] / t['padded']:.3f}",
-               f"{t['passes'] / (args.repeats * args.updates):.2f}", f"{peaks[system] / MiB:.1f}",
-               f"{flops[system] / 1e6:.2f}")
-        print(f"  {NAMES[system]:<32}" + "".join(f"{cell:>14}" for cell in row))
-    print(f"\n  ratio memory/plain: tokens/s {rate['memory'] / rate['plain']:.3f} (target >= 0.8), "
+        row = (f"{rate[system]:.0f}", f"{rate[system] / rate['plain']:.3f}", f"{t['real'] / t['passes']:.0f}",
+               f"{1 - t['real'] / t['padded']:.3f}", f"{t['passes'] / (args.repeats * args.updates):.2f}",
+               f"{peaks[system] / MiB:.1f}", f"{peaks[system] / peaks['plain']:.3f}", f"{flops[system] / 1e6:.2f}")
+        print(f"  {label:<32}" + "".join(f"{cell:>14}" for cell in row))
+    print(f"\n  ratio {systems['memory'][0]}/plain: tokens/s {rate['memory'] / rate['plain']:.3f} (target >= 0.8), "
           f"peak memory {peaks['memory'] / peaks['plain']:.3f} (target <= 1.2)")
     print(f"  of which the document batches: {rate['plain_documents'] / rate['plain']:.3f}, "
           f"the memory: {rate['memory'] / rate['plain_documents']:.3f} (tokens/s ratios)")
