@@ -1,5 +1,6 @@
 """Tests of the analysis scripts: s-BLEU by sentence position (paper Figure 3), memory
-attention maps (Figures 6-7), the memory-size sweep and the information gain (Figure 2).
+attention maps (Figures 6-7), the memory-size sweep and the information gain (Figure 2), and
+the long-range learning curves by gradient reach.
 
 Position BLEU runs on hand-made fairseq-generate outputs whose per-bucket BLEU is known. The
 sweep finetunes tiny memory models of two sizes from a few-update sentence-level transformer
@@ -19,6 +20,7 @@ from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairse
 
 sys.path.insert(0, str(REPO / "scripts"))
 import bleu_by_position  # noqa: E402
+import long_range_learning  # noqa: E402
 import memory_attention_maps  # noqa: E402
 import memory_information_gain  # noqa: E402
 import memory_size_sweep  # noqa: E402
@@ -303,3 +305,41 @@ def test_information_gain_command_prints_every_layer(memory_model, data_bin, cap
         assert row[1:] == [f"{layer['update']:.4f}", str(layer["update_rows"]),
                            f"{layer['output']:.4f}", str(layer["output_rows"])]
     assert set(gain["layers"]) == set(model.memory_units())
+
+
+def test_long_range_items_are_the_sense_words_with_their_cue_distance(tmp_path):
+    from memory_nmt.evaluation.synthetic import generate_documents
+
+    documents = generate_documents(20, seed=3, min_sentences=6, max_sentences=9)
+    items = long_range_learning.sense_items(documents, tmp_path)
+    words = [w for d in documents for w in d.context_words if w.phenomenon == "sense"]
+    assert len(items) == len(words) > 0
+    for item, word in zip(items, words):
+        assert item.distance == word.sentence == len(item.context_source)
+        correct, wrong = item.candidates[item.correct].split(), item.candidates[1 - item.correct].split()
+        assert [(a, b) for a, b in zip(correct, wrong) if a != b] == [(word.correct, word.alternatives[0])]
+    assert long_range_learning.bucket(1, 4) == "1 back"
+    assert long_range_learning.bucket(3, 4) == "2-3 back" and long_range_learning.bucket(4, 4) == ">=4 back"
+
+
+def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path, capsys):
+    argv = [
+        "--workdir", str(tmp_path), "--variants", "drop:1,recompute:2", "--documents", "6",
+        "--test-documents", "4", "--min-sentences", "5", "--max-sentences", "6", "--epochs", "2",
+        "--model-args", " ".join(TINY_DIMS), "--max-tokens", "200",
+    ]
+    results = long_range_learning.main(argv)
+    assert list(results) == ["drop:1", "recompute:2"]
+    sense_words = len(long_range_learning.contrastive.read_voita_json(tmp_path / "sense_words.json"))
+    for variant, by_epoch in results.items():
+        assert sorted(by_epoch) == [1, 2]
+        assert all(sum(total for _, total in counts.values()) == sense_words for counts in by_epoch.values())
+        across, reach = variant.split(":")
+        state = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / f"{across}-{reach}" / "checkpoints" / "checkpoint2.pt"))
+        assert (state["cfg"]["task"].gradient_across_windows, state["cfg"]["task"].gradient_reach) == (across, int(reach))
+    assert (tmp_path / "long_range.png").stat().st_size > 0
+    capsys.readouterr()
+    assert long_range_learning.main(argv) == results
+    assert capsys.readouterr().out.count("exists, skipped") == 2
+    with pytest.raises(SystemExit):
+        long_range_learning.parse_args(["--variants", "keep:1"])
