@@ -41,6 +41,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from memory_nmt.evaluation import contrastive  # noqa: E402
 from memory_nmt.evaluation.synthetic import contrastive_items, generate_documents, write_documents  # noqa: E402
+from memory_nmt.pipeline.truncation import GRADIENT_ACROSS_WINDOWS  # noqa: E402
 from memory_size_sweep import SweepError, run_step  # noqa: E402
 from quickstart import MODEL_ARGS  # noqa: E402
 
@@ -59,8 +60,10 @@ def parse_variants(text):
     variants = []
     for part in text.split(","):
         across, _, reach = part.partition(":")
-        if across not in ("drop", "recompute") or not reach.isdigit():
-            raise argparse.ArgumentTypeError(f"{part!r} is not ACROSS:K (ACROSS drop or recompute, K 0 or more)")
+        if across not in GRADIENT_ACROSS_WINDOWS or not reach.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"{part!r} is not ACROSS:K (ACROSS one of {', '.join(GRADIENT_ACROSS_WINDOWS)}, K 0 or more)"
+            )
         variants.append((across, int(reach)))
     return variants
 

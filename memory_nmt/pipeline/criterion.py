@@ -81,10 +81,12 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         if backward is not None and self.recompute_across_windows and tail is not None:
             carry, walk = tail.carry, [(step, False) for step in tail.steps] + walk
         truncation = TruncatedBackprop(backward, self.gradient_reach, loss_scale) if backward is not None else None
-        last_steps = deque(maxlen=self.gradient_reach)  # (step, detached carry before it)
+        # (step, detached carry before it) of the last steps, the tail the next window recomputes
+        last_steps = deque(maxlen=self.gradient_reach if self.recompute_across_windows else 0)
         total_loss, total_size, total_log = 0.0, 0, {}
         for step, counted in walk:
-            last_steps.append((step, carry.detach() if carry is not None else None))
+            if last_steps.maxlen:
+                last_steps.append((step, carry.detach() if carry is not None else None))
             linked = truncation is not None and truncation.wants_links()
             loss, carries_out, links = 0.0, [], []
             for sample in passes_of(step):
@@ -115,7 +117,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         if truncation is not None:
             truncation.finish()
         if not stateless:
-            keeps_tail = self.recompute_across_windows and last_steps and carry.differentiable_states()
+            keeps_tail = last_steps and carry.differentiable_states()
             tail = WindowTail(last_steps[0][1], [step for step, _ in last_steps]) if keeps_tail else None
             self.carries.keep(steps[-1]["position"], carry.detach(), tail)
         return total_loss, total_size, total_log

@@ -27,8 +27,8 @@ criterion therefore recomputes them at the next window's start (``--gradient-acr
 recompute``, the default) from the carry before them: their forward passes run again with the
 new parameters (and new dropout masks), their losses not counted again (``loss`` None), so the
 next window's first losses reach them as any other. Each gradient lands in exactly one update:
-that of the window whose loss sent it. With ``drop``, they are not recomputed, and a sentence's loss reaches
-nothing before its window.
+that of the window whose loss sent it. With ``drop``, they are not recomputed, and a sentence's
+loss reaches nothing before its window.
 """
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Tuple
@@ -72,7 +72,7 @@ class TruncatedBackprop:
     def wants_links(self) -> bool:
         """Whether the next step must read its carried states as leaves (a loss will reach
         through them)."""
-        return self.reach > 0 and bool(self.pending)
+        return bool(self.pending)  # with a reach of 0 nothing stays pending
 
     def add(self, loss: Optional[Tensor], links: List[Tuple[Tensor, Tensor]]):
         """A step's graph: its loss (None for a recomputed step) is sent back through the
@@ -92,7 +92,7 @@ class TruncatedBackprop:
 
     def _send_back(self, scaled_loss: Tensor, newest: PendingStep):
         outputs, grad_outputs, sender = [scaled_loss], None, newest
-        for receiver in reversed(self.pending[-self.reach:]):
+        for receiver in reversed(self.pending):  # at most ``reach`` steps, newest first
             with record_function("gradient to the previous sentence"):
                 grads = torch.autograd.grad(
                     outputs, [leaf for leaf, _ in sender.links], grad_outputs=grad_outputs,
