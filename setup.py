@@ -25,5 +25,5 @@ setup(
         "tqdm",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={"test": ["pytest", "pytest-xdist"]},
 )

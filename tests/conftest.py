@@ -1,5 +1,6 @@
 """Shared fixtures: a tiny synthetic document corpus binarized with fairseq-preprocess, and
 fairseq tasks/models/criteria built from command-line arguments as fairseq-train builds them."""
+import os
 import re
 import shutil
 import subprocess
@@ -32,6 +33,20 @@ SENTENCE_TRAIN = [
     "--arch", "transformer", *TINY_DIMS, "--criterion", "label_smoothed_cross_entropy",
     "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "3",
 ]
+
+
+def share_cores_between_workers():
+    """Under pytest-xdist (pytest.ini runs one worker per core), each worker and the fairseq
+    processes it starts use their share of the cores: without it every worker's torch would use
+    them all, and two workers' training would crowd each other out."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+
+
+share_cores_between_workers()
 
 
 def pytest_collection_modifyitems(config, items):
