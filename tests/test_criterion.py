@@ -169,20 +169,20 @@ def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, 
     pad = task.target_dictionary.pad()
     embeddings = []  # (step, embedding output), encoder and decoder, in call order
 
-    forward_step = criterion.forward_step
+    run_model = criterion.run_model  # every forward pass of a step, counted or recomputed
 
-    def tagged(model, sample, carry):
+    def tagged(model, sample, carry, **options):
         def keep(module, inputs, output):
             output.retain_grad()
             embeddings.append((sample["position"].step, output))
 
         handle = model.encoder.embed_tokens.register_forward_hook(keep)
         try:
-            return forward_step(model, sample, carry)
+            return run_model(model, sample, carry, **options)
         finally:
             handle.remove()
 
-    criterion.forward_step = tagged
+    criterion.run_model = tagged
     got = set()
     for t in range(4):
         embeddings.clear()

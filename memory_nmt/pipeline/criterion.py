@@ -96,13 +96,15 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                     states = carry_in.differentiable_states()
                     links += [(leaf, states[name]) for name, leaf in leaves.differentiable_states().items()]
                     carry_in = leaves
-                pass_loss, sample_size, logging_output, carry_out = self.forward_step(model, sample, carry_in)
-                loss = loss + pass_loss
-                carries_out.append(carry_out)
                 if counted:
+                    pass_loss, sample_size, logging_output, carry_out = self.forward_step(model, sample, carry_in)
+                    loss = loss + pass_loss
                     total_size += sample_size
                     for key, value in logging_output.items():
                         total_log[key] = total_log.get(key, 0) + value
+                else:
+                    carry_out = self.recompute_step(model, sample, carry_in)
+                carries_out.append(carry_out)
             carry = carries_out[0]
             for later in carries_out[1:]:
                 carry = carry.stacked(later)
@@ -125,14 +127,8 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
     def forward_step(self, model, sample, carry: Optional[Carry]):
         """Loss of one sentence step whose lanes carried ``carry`` in (selected to its rows, or
         None at a group's first step), and what the step carries out."""
-        system = document_system(model)
-        net_input = sample["net_input"]
-        with record_function("sentence context"):
-            context = system.sentence_context(
-                carry, sample["lanes"], None, net_input, target_room=sample["target"].size(1) - 1
-            )
+        context, net_output = self.run_model(model, sample, carry, features_only=False)
         with record_function("forward"):
-            net_output = model(**net_input, **context.inputs)
             loss, nll_loss = self.compute_loss(model, net_output, sample)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
@@ -146,8 +142,31 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             n_correct, total = self.compute_accuracy(model, net_output, sample)
             logging_output["n_correct"] = n_correct.item()
             logging_output["total"] = total.item()
-        with record_function("carry out"):
-            carry = system.carry_out(
-                context, sample["lanes"], net_input, sample["target"], net_output[1].get("encoder_out"), net_output[1]
+        return loss, sample_size, logging_output, self.carry_out(model, sample, context, net_output)
+
+    def recompute_step(self, model, sample, carry: Carry):
+        """What a step recomputed from the last window carries out, its graph kept: its loss was
+        counted in that window, so its decoder stops at the features (no output projection)."""
+        context, net_output = self.run_model(model, sample, carry, features_only=True)
+        return self.carry_out(model, sample, context, net_output)
+
+    @staticmethod
+    def run_model(model, sample, carry: Optional[Carry], features_only: bool):
+        """The sentence context the step reads (from ``carry``) and the model's output on it."""
+        net_input = sample["net_input"]
+        with record_function("sentence context"):
+            context = document_system(model).sentence_context(
+                carry, sample["lanes"], None, net_input, target_room=sample["target"].size(1) - 1
             )
-        return loss, sample_size, logging_output, carry
+        with record_function("forward"):
+            net_output = model(**net_input, **context.inputs, features_only=features_only)
+        return context, net_output
+
+    @staticmethod
+    def carry_out(model, sample, context, net_output) -> Carry:
+        """What the step's lanes carry out (``system.py``)."""
+        with record_function("carry out"):
+            return document_system(model).carry_out(
+                context, sample["lanes"], sample["net_input"], sample["target"],
+                net_output[1].get("encoder_out"), net_output[1],
+            )
