@@ -27,7 +27,10 @@ reaches, ``memory_nmt/pipeline/truncation.py``; the first is the one the ratios 
 are for), each recomputing the window's last K steps at the next window's start (``recompute``,
 the default), and once more for the first K with ``--gradient-across-windows drop``: what the
 reach and the recomputation cost in speed, memory and arithmetic. (Passes/update counts the
-data's forward passes; recomputed passes show in the time and the arithmetic.)
+data's forward passes; recomputed passes show in the time and the arithmetic.) With a reach of
+0 among them (the default: 1,0,2,4), the arithmetic is split into what reading and writing the
+memory cost (reach 0: no gradient to earlier sentences) and what the gradient across sentences
+adds on top.
 
 --profile also prints where each model's time goes over --updates more updates of each: the
 named parts of a step (forward, the memory's Update Attention in "sentence context", "gradient
@@ -110,9 +113,10 @@ def parse_args(argv=None):
     parser.add_argument("--optimization-window", default="2-4", help="the document task's steps per update")
     parser.add_argument("--passes-per-step", type=int, default=1, help="the document task's forward "
                         "passes per sentence step (see memory_nmt/pipeline/data.py)")
-    parser.add_argument("--gradient-reaches", default="1,2,4", type=lambda text: [int(k) for k in text.split(",")],
+    parser.add_argument("--gradient-reaches", default="1,0,2,4", type=lambda text: [int(k) for k in text.split(",")],
                         help="the memory model's --gradient-reach values to train with (comma-separated, "
-                        "the first is the one the ratios are for)")
+                        "the first is the one the ratios are for; 0, no gradient to earlier sentences, "
+                        "tells what reading and writing the memory cost from what the gradient costs)")
     parser.add_argument("--data", help="binarized documents to train on (a fairseq-preprocess "
                         "directory with train.SRC-TGT.docids) instead of synthetic ones")
     parser.add_argument("--documents", type=int, default=1000, help="synthetic training documents")
@@ -322,6 +326,10 @@ def main():
     arithmetic = flops["memory"] / flops["plain"]
     print(f"  arithmetic per target token memory/plain: {arithmetic:.2f}, so at equal FLOP rates "
           f"tokens/s {1 / arithmetic:.3f} at most")
+    if "memory_reach0" in systems:
+        print(f"  of that arithmetic over the document batches' ({flops['memory'] / flops['plain_documents']:.2f}): "
+              f"reading and writing the memory (reach 0) {flops['memory_reach0'] / flops['plain_documents']:.2f}, "
+              f"then the gradient to earlier sentences {flops['memory'] / flops['memory_reach0']:.2f}")
     if args.profile:
         for system, trainer in trainers.items():
             profile(system, trainer, batches[system], args)
