@@ -127,9 +127,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
     def forward_step(self, model, sample, carry: Optional[Carry]):
         """Loss of one sentence step whose lanes carried ``carry`` in (selected to its rows, or
         None at a group's first step), and what the step carries out."""
-        context, net_output = self.run_model(model, sample, carry, features_only=False)
-        with record_function("forward"):
-            loss, nll_loss = self.compute_loss(model, net_output, sample)
+        context, net_output, (loss, nll_loss) = self.run_model(model, sample, carry, with_loss=True)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
@@ -147,20 +145,21 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
     def recompute_step(self, model, sample, carry: Carry):
         """What a step recomputed from the last window carries out, its graph kept: its loss was
         counted in that window, so its decoder stops at the features (no output projection)."""
-        context, net_output = self.run_model(model, sample, carry, features_only=True)
+        context, net_output, _ = self.run_model(model, sample, carry, with_loss=False)
         return self.carry_out(model, sample, context, net_output)
 
-    @staticmethod
-    def run_model(model, sample, carry: Optional[Carry], features_only: bool):
-        """The sentence context the step reads (from ``carry``) and the model's output on it."""
+    def run_model(self, model, sample, carry: Optional[Carry], with_loss: bool):
+        """The sentence context the step reads (from ``carry``), the model's output on it and,
+        ``with_loss``, its loss and nll loss (else the decoder stops at the features)."""
         net_input = sample["net_input"]
         with record_function("sentence context"):
             context = document_system(model).sentence_context(
                 carry, sample["lanes"], None, net_input, target_room=sample["target"].size(1) - 1
             )
         with record_function("forward"):
-            net_output = model(**net_input, **context.inputs, features_only=features_only)
-        return context, net_output
+            net_output = model(**net_input, **context.inputs, features_only=not with_loss)
+            losses = self.compute_loss(model, net_output, sample) if with_loss else None
+        return context, net_output, losses
 
     @staticmethod
     def carry_out(model, sample, context, net_output) -> Carry:
