@@ -41,7 +41,8 @@ def share_cores_between_workers():
     them all, and two workers' training would crowd each other out."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
-        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()  # macOS
+        threads = max(1, cores // workers)
         os.environ["OMP_NUM_THREADS"] = str(threads)
         torch.set_num_threads(threads)
 

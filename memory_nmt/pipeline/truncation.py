@@ -25,10 +25,10 @@ A window's last K steps end the window before every loss within reach has reache
 their graphs cannot outlive the optimizer step (it changes the parameters in place). The
 criterion therefore recomputes them at the next window's start (``--gradient-across-windows
 recompute``, the default) from the carry before them: their forward passes run again with the
-new parameters (and new dropout masks), their losses not counted again (``loss`` None), so the
-next window's first losses reach them as any other. Each gradient lands in exactly one update:
-that of the window whose loss sent it. With ``drop``, they are not recomputed, and a sentence's
-loss reaches nothing before its window.
+new parameters (and new dropout masks) as far as the decoder's features, their losses not
+counted again (``loss`` None), so the next window's first losses reach them as any other. Each
+gradient lands in exactly one update: that of the window whose loss sent it. With ``drop``,
+they are not recomputed, and a sentence's loss reaches nothing before its window.
 """
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Tuple
