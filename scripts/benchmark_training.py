@@ -307,8 +307,8 @@ def main():
     print(f"{args.repeats} alternating rounds of {args.updates} updates each, after {args.warmup} warm-up updates; "
           f"peak = {peak_name(args.device)} over {args.updates} updates, a fresh process each; "
           f"FLOPs of matrix products and attention over {args.updates} more updates\n")
-    print(f"memory: transformer_recurrent_memory with --gradient-reach K, its gradient recomputed across "
-          f"windows unless 'drop'; 'x plain' columns: tokens/s and peak memory over the transformer's\n")
+    print("memory: transformer_recurrent_memory with --gradient-reach K, its gradient recomputed across "
+          "windows unless 'drop'; 'x plain' columns: tokens/s and peak memory over the transformer's\n")
     header = ("model", "tgt tok/s", "x plain", "real tok/pass", "padding", "passes/upd", "peak MiB", "x plain",
               "MFLOP/tgt tok")
     print(f"  {header[0]:<32}" + "".join(f"{h:>14}" for h in header[1:]))

@@ -43,7 +43,7 @@ from memory_nmt.evaluation import contrastive  # noqa: E402
 from memory_nmt.evaluation.synthetic import contrastive_items, generate_documents, write_documents  # noqa: E402
 from memory_nmt.pipeline.truncation import GRADIENT_ACROSS_WINDOWS  # noqa: E402
 from memory_size_sweep import SweepError, run_step  # noqa: E402
-from quickstart import MODEL_ARGS  # noqa: E402
+from quickstart import MODEL_ARGS, StepError, preprocess  # noqa: E402
 
 SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
 TRAINING_ARGS = [
@@ -69,25 +69,17 @@ def parse_variants(text):
 
 
 def prepare(args, work: Path):
-    """The corpus (written once), binarized with fairseq-preprocess; the test documents; and
-    the training split's target tokens."""
+    """The corpus, binarized as the quickstart binarizes its own (once); the test documents;
+    and the training split's target tokens."""
     documents = {
         split: generate_documents(count, args.seed + SPLIT_SEEDS[split], args.min_sentences, args.max_sentences)
         for split, count in (("train", args.documents), ("valid", 10), ("test", args.test_documents))
     }
     data = work / "data-bin"
-    if not (data / "train.en-de.docids").exists():
-        corpus = work / "corpus"
+    if not (data / "test.en-de.docids").exists():  # the quickstart's preprocess copies it last
         for split, docs in documents.items():
-            write_documents(docs, str(corpus / split))
-        run_step("binarizing", [
-            sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "en", "--target-lang", "de",
-            "--joined-dictionary", "--trainpref", str(corpus / "train.flat"),
-            "--validpref", str(corpus / "valid.flat"), "--testpref", str(corpus / "test.flat"),
-            "--destdir", str(data), "--workers", "1",
-        ], work / "preprocess.log")
-        for split in documents:
-            (data / f"{split}.en-de.docids").write_bytes((corpus / f"{split}.docids").read_bytes())
+            write_documents(docs, str(work / "corpus" / split))
+        preprocess(work)
     target_tokens = sum(len(sentence.split()) + 1 for doc in documents["train"] for sentence in doc.target)
     return data, documents["test"], target_tokens
 
@@ -225,5 +217,5 @@ def main(argv=None):
 if __name__ == "__main__":
     try:
         main()
-    except SweepError as error:
+    except (SweepError, StepError) as error:
         sys.exit(f"long_range_learning.py: {error}")
