@@ -183,22 +183,20 @@ def logits_of(logits, extra, row):
 
 def walk(model, steps, of_row=logits_of):
     """``of_row(logits, extra, row)`` (default: the teacher-forced logits) of every sentence by
-    id, each lane carrying its context from batch to batch in the pipeline's ``CarryStore``, as
-    the criterion carries it."""
+    id, each lane carrying its context from batch to batch in the pipeline's ``CarryStore``, each
+    step the pipeline's teacher-forced step, as the criterion carries and runs them."""
     from memory_nmt.pipeline.carry import CarryStore
+    from memory_nmt.pipeline.teacher_forcing import teacher_forced_step
 
     outputs, carries = {}, CarryStore()
     with torch.no_grad():
         for sample in steps:
-            lanes, net_input = sample["lanes"], sample["net_input"]
+            lanes = sample["lanes"]
             carry = carries.get(sample["position"])
             carry_in = carry.select(lanes) if carry is not None else None
-            context = model.sentence_context(carry_in, lanes, None, net_input, sample["target"].size(1) - 1)
-            logits, extra = model(**net_input, **context.inputs)
-            carries.keep(
-                sample["position"],
-                model.carry_out(context, lanes, net_input, sample["target"], extra["encoder_out"], extra),
-            )
+            step = teacher_forced_step(model, carry_in, lanes, sample["net_input"], sample["target"])
+            carries.keep(sample["position"], step.carry)
+            logits, extra = step.net_output
             for row, sentence in enumerate(sample["id"].tolist()):
                 outputs[sentence] = of_row(logits, extra, row)
     return outputs

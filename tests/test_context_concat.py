@@ -20,6 +20,7 @@ from conftest import (
     walk,
 )
 from memory_nmt.pipeline.previous_sentences import PreviousSentences, unpadded
+from memory_nmt.pipeline.teacher_forcing import teacher_forced_step
 
 
 def concat_model(data_bin, source, target, *more):
@@ -155,7 +156,8 @@ def test_batches_count_the_context_within_max_tokens(data_bin):
             for sample in item["steps"]:
                 lanes, net_input = sample["lanes"], sample["net_input"]
                 carry_in = carry.select(lanes) if carry is not None and sample["position"].step else None
-                context = model.sentence_context(carry_in, lanes, None, net_input, sample["target"].size(1) - 1)
+                step = teacher_forced_step(model, carry_in, lanes, net_input, sample["target"])
+                context = step.context
                 source = context.inputs.get("source_with_context", net_input["src_tokens"])
                 assert source.numel() <= 150
                 if "target_prefix" in context.inputs:
@@ -164,7 +166,7 @@ def test_batches_count_the_context_within_max_tokens(data_bin):
                     target_lengths = sample["target"].ne(pad).sum(1)
                     assert lanes.numel() * int((prefix_lengths + target_lengths - 1).max()) <= 150
                     walked += 1
-                carry = model.carry_out(context, lanes, net_input, sample["target"], None)
+                carry = step.carry
     assert walked > 10
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from fairseq.sequence_scorer import SequenceScorer
 
-from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run
+from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run, walk
 from memory_nmt.evaluation import synthetic
 from memory_nmt.evaluation.contrastive import (
     ContrastiveDataError,
@@ -21,7 +21,6 @@ from memory_nmt.evaluation.contrastive import (
     read_voita_json,
     score_items,
 )
-from test_model import walk_document_batches
 
 sys.path.insert(0, str(REPO / "scripts"))
 import contrastive_eval  # noqa: E402
@@ -169,7 +168,7 @@ def test_scorer_carries_the_memory_as_training_does(data_bin):
     make_reads_nonzero(model)
     model.eval()
     steps = batches(task, "test")
-    walked = reference_scores(task, steps, walk_document_batches(model, steps))
+    walked = reference_scores(task, steps, walk(model, steps))
     lines, items = zip(*document_items(data_bin.parent / "raw"))
     assert len({len(i.context_source) for i in items}) > 2, "items of several context lengths"
     scores = score_items(model, task, items, max_tokens=60)  # many batches

@@ -6,7 +6,7 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from conftest import TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
+from conftest import TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, walk
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.systems.recurrent_memory.model import memory_layer_indices
 
@@ -19,21 +19,6 @@ def plain_and_memory(data_bin):
     task, memory_model, _, _ = build(data_bin, *TINY_MODEL, "--seed", "4")
     memory_model.load_state_dict(plain.state_dict())
     return task, plain.eval(), memory_model.eval()
-
-
-def walk_document_batches(model, steps):
-    """Decoder log-probabilities of every sentence, carrying the memory through ``steps``."""
-    outputs, carry = {}, None
-    with torch.no_grad():
-        for sample in steps:
-            if sample["position"].step == 0:
-                carry = None
-            memory = model.read_memory(carry.select(sample["lanes"]) if carry else None, sample["lanes"].numel())
-            logits, extra = model(**sample["net_input"], memory=memory)
-            carry = model.carry_after(sample["lanes"], memory, extra["encoder_out"], extra)
-            for row, sentence in enumerate(sample["id"].tolist()):
-                outputs[sentence] = logits[row]
-    return outputs
 
 
 def test_memory_model_with_transformer_weights_is_that_transformer(plain_and_memory):
@@ -69,7 +54,7 @@ def test_sentence_depends_on_its_own_document_only(data_bin):
     model.eval()
     group = [s for s in batches(task, "test") if s["position"].group == 0]
     assert len(group) >= 3 and group[0]["lanes"].numel() >= 2
-    reference = walk_document_batches(model, group)
+    reference = walk(model, group)
 
     changed = [dict(s, net_input=dict(s["net_input"])) for s in group]
     first = changed[0]
@@ -79,7 +64,7 @@ def test_sentence_depends_on_its_own_document_only(data_bin):
     content = tokens[row].ne(task.source_dictionary.pad()) & tokens[row].ne(task.source_dictionary.eos())
     tokens[row, content] = torch.roll(tokens[row, content], 1) + 1
     first["net_input"]["src_tokens"] = tokens
-    perturbed = walk_document_batches(model, changed)
+    perturbed = walk(model, changed)
 
     for sample in group[1:]:
         for row, (sentence, lane) in enumerate(zip(sample["id"].tolist(), sample["lanes"].tolist())):
@@ -97,8 +82,8 @@ def test_document_start_reads_initial_memory_whatever_came_before(data_bin):
     steps = batches(task, "test", max_sentences=2)
     later_group = [s for s in steps if s["position"].group == 1]
     assert later_group and steps[0]["position"].group == 0, "need a group decoded after another"
-    after_other_groups = walk_document_batches(model, steps)
-    alone = walk_document_batches(model, later_group)
+    after_other_groups = walk(model, steps)
+    alone = walk(model, later_group)
     assert alone.keys() == {i for s in later_group for i in s["id"].tolist()}
     for sentence, logits in alone.items():
         assert torch.allclose(after_other_groups[sentence], logits, atol=1e-6)

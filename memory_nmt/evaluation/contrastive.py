@@ -26,8 +26,8 @@ format gives one):
 
 Scoring (``score_items``): a batch holds items with the same number of context sentences, one
 lane each. Step t feeds context sentence t of every lane, teacher-forced on its reference
-translation, and carries what the system carries in training (``pipeline/system.py``:
-``sentence_context``, then ``carry_out``); the last step feeds the current sentence once per
+translation, and carries what the system carries in training (the pipeline's teacher-forced
+step, ``pipeline/teacher_forcing.py``); the last step feeds the current sentence once per
 candidate, each row reading its item's context (``carry.select`` with the lane repeated). A
 system that reads whole chunks (``pipeline/chunks.py``) reads the item as one chunk: its last
 context sentences that fit a chunk beside the current sentence, and the current sentence. A
@@ -47,6 +47,7 @@ from fairseq.data import data_utils
 from ..pipeline.chunks import chunk_inputs
 from ..pipeline.previous_sentences import last
 from ..pipeline.system import document_system
+from ..pipeline.teacher_forcing import teacher_forced_step
 
 VOITA_SEPARATOR = " _eos "
 
@@ -339,18 +340,15 @@ def _batches(encoded: List[_EncodedItem], order: Iterable[int], max_tokens: int,
         yield batch
 
 
-def _run_step(model, system, task, carry, sources, targets, chunks=None):
-    """One teacher-forced sentence step of the system: (decoder output, carry out). ``chunks``:
-    for a system that reads whole chunks, (each row's sentence index in its chunk, each row's
-    chunk where it starts one, else None)."""
+def _run_step(model, task, carry, sources, targets, chunks=None):
+    """One teacher-forced sentence step of the system, one lane a row (``teacher_forcing.py``):
+    (decoder output, target, carry out). ``chunks``: for a system that reads whole chunks, (each
+    row's sentence index in its chunk, each row's chunk where it starts one, else None)."""
     net_input, target = _collate(task, sources, targets)
     if chunks is not None:
         net_input.update(chunk_inputs(*chunks, task.source_dictionary.pad()))
-    lanes = torch.arange(len(sources))
-    context = system.sentence_context(carry, lanes, None, net_input, target_room=target.size(1) - 1)
-    output = model(**net_input, **context.inputs)
-    carry = system.carry_out(context, lanes, net_input, target, output[1].get("encoder_out"), output[1])
-    return output, target, carry
+    step = teacher_forced_step(model, carry, torch.arange(len(sources)), net_input, target)
+    return step.net_output, target, step.carry
 
 
 def _candidate_scores(model, output, target, pad) -> torch.Tensor:
@@ -377,7 +375,7 @@ def _score_batch(model, task, batch: List[_EncodedItem]) -> List[List[float]]:
     lanes = list(range(len(batch)))
     for step in range(first, steps):
         _, _, carry = _run_step(
-            model, system, task, carry,
+            model, task, carry,
             [item.context[step][0] for item in batch], [item.context[step][1] for item in batch],
             chunks(step, lanes),
         )
@@ -385,7 +383,7 @@ def _score_batch(model, task, batch: List[_EncodedItem]) -> List[List[float]]:
     if carry is not None:
         carry = carry.select(torch.tensor(repeated))
     output, target, _ = _run_step(
-        model, system, task, carry,
+        model, task, carry,
         [batch[lane].source for lane in repeated], [c for item in batch for c in item.candidates],
         chunks(steps, repeated),
     )

@@ -26,11 +26,9 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
     LabelSmoothedCrossEntropyCriterionConfig,
 )
-from torch.autograd.profiler import record_function
-
 from .carry import Carry, CarryStore, WindowTail
 from .data import passes_of, steps_of
-from .system import document_system
+from .teacher_forcing import TeacherForcedStep, teacher_forced_step
 from .truncation import TruncatedBackprop
 
 
@@ -127,7 +125,8 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
     def forward_step(self, model, sample, carry: Optional[Carry]):
         """Loss of one sentence step whose lanes carried ``carry`` in (selected to its rows, or
         None at a group's first step), and what the step carries out."""
-        context, net_output, (loss, nll_loss) = self.run_model(model, sample, carry, with_loss=True)
+        step = self.run_model(model, sample, carry, with_loss=True)
+        loss, nll_loss = step.loss
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
@@ -137,35 +136,21 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             "sample_size": sample_size,
         }
         if self.report_accuracy:
-            n_correct, total = self.compute_accuracy(model, net_output, sample)
+            n_correct, total = self.compute_accuracy(model, step.net_output, sample)
             logging_output["n_correct"] = n_correct.item()
             logging_output["total"] = total.item()
-        return loss, sample_size, logging_output, self.carry_out(model, sample, context, net_output)
+        return loss, sample_size, logging_output, step.carry
 
     def recompute_step(self, model, sample, carry: Carry):
         """What a step recomputed from the last window carries out, its graph kept: its loss was
         counted in that window, so its decoder stops at the features (no output projection)."""
-        context, net_output, _ = self.run_model(model, sample, carry, with_loss=False)
-        return self.carry_out(model, sample, context, net_output)
+        return self.run_model(model, sample, carry, with_loss=False).carry
 
-    def run_model(self, model, sample, carry: Optional[Carry], with_loss: bool):
-        """The sentence context the step reads (from ``carry``), the model's output on it and,
+    def run_model(self, model, sample, carry: Optional[Carry], with_loss: bool) -> TeacherForcedStep:
+        """The step teacher-forced (``teacher_forcing.py``) on the context ``carry`` gives and,
         ``with_loss``, its loss and nll loss (else the decoder stops at the features)."""
-        net_input = sample["net_input"]
-        with record_function("sentence context"):
-            context = document_system(model).sentence_context(
-                carry, sample["lanes"], None, net_input, target_room=sample["target"].size(1) - 1
-            )
-        with record_function("forward"):
-            net_output = model(**net_input, **context.inputs, features_only=not with_loss)
-            losses = self.compute_loss(model, net_output, sample) if with_loss else None
-        return context, net_output, losses
-
-    @staticmethod
-    def carry_out(model, sample, context, net_output) -> Carry:
-        """What the step's lanes carry out (``system.py``)."""
-        with record_function("carry out"):
-            return document_system(model).carry_out(
-                context, sample["lanes"], sample["net_input"], sample["target"],
-                net_output[1].get("encoder_out"), net_output[1],
-            )
+        return teacher_forced_step(
+            model, carry, sample["lanes"], sample["net_input"], sample["target"],
+            features_only=not with_loss,
+            loss_of=(lambda net_output: self.compute_loss(model, net_output, sample)) if with_loss else None,
+        )

@@ -21,7 +21,6 @@ every sentence translated alone in the same batches as the document systems.
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from fairseq.data import data_utils
 from fairseq.models import FairseqEncoderDecoderModel
 from torch import Tensor
 
@@ -155,15 +154,6 @@ class DocumentSystem:
         ``translate_document(sentences)`` and ``translate_documents(documents)``."""
         plain = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
         return DocumentHubInterface(plain.cfg, plain.task, plain.models)
-
-
-def teacher_forcing_input(target: Tensor, dictionary) -> Tensor:
-    """The decoder input that teacher-forces ``target`` (right-padded, each row ending with eos):
-    each row's eos moved to its front, as fairseq's collater makes ``prev_output_tokens``."""
-    pad = dictionary.pad()
-    return data_utils.collate_tokens(
-        [row[row.ne(pad)] for row in target], pad_idx=pad, eos_idx=dictionary.eos(), move_eos_to_beginning=True
-    )
 
 
 class SentenceLevel:

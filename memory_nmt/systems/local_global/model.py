@@ -50,7 +50,8 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor, nn
 
 from ...pipeline.carry import Carry
-from ...pipeline.system import DocumentSystem, SentenceContext, teacher_forcing_input
+from ...pipeline.system import DocumentSystem, SentenceContext
+from ...pipeline.teacher_forcing import teacher_forcing_input
 from ..checkpoint_fit import FitsTransformerCheckpoints
 from ..context_parameters import tag_context_parameters
 from ..sizes import small_transformer

@@ -35,7 +35,8 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from ...pipeline.system import DocumentSystem, SentenceContext, teacher_forcing_input
+from ...pipeline.system import DocumentSystem, SentenceContext
+from ...pipeline.teacher_forcing import teacher_forcing_input
 from ..checkpoint_fit import FitsTransformerCheckpoints
 from ..sizes import small_transformer
 from .carry import MemoryCarry

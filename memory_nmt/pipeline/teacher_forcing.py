@@ -1,0 +1,74 @@
+"""One sentence step teacher-forced on its reference: the pipeline's single definition of it.
+
+A step's rows (one sentence of each of its lanes) read their context from what the lanes
+carried in (``DocumentSystem.sentence_context``, ``system.py``), go through the model with the
+reference as the decoder's input, and hand on what the lanes carry to their next sentences
+(``DocumentSystem.carry_out``, ``carry.py``). Training and validation (``criterion.py``),
+contrastive scoring (``evaluation/contrastive.py``), the analyses and the tests' reference walks
+all run a sentence this way, so none of them can drift from what training does. Decoding
+(``generator.py``) differs only in where the translation comes from: beam search, not the
+reference.
+
+The parts are named for torch.profiler as fairseq names its own: "sentence context" (the
+memory model's Update Attention), "forward" (the model's pass, and the loss when asked for)
+and "carry out".
+"""
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from fairseq.data import data_utils
+from torch import Tensor
+from torch.autograd.profiler import record_function
+
+from .carry import Carry
+from .system import SentenceContext, document_system
+
+
+@dataclass
+class TeacherForcedStep:
+    """What one teacher-forced step gives: the context its rows read, the model's output
+    (``(logits or features, extra)``, fairseq's), the loss when one was asked for, and what the
+    step's lanes carry out."""
+
+    context: SentenceContext
+    net_output: Tuple[Tensor, Dict[str, Any]]
+    loss: Any
+    carry: Carry
+
+
+def teacher_forced_step(
+    model,
+    carry: Optional[Carry],
+    lanes: Tensor,
+    net_input: Dict[str, Tensor],
+    target: Tensor,
+    features_only: bool = False,
+    loss_of: Optional[Callable[[Tuple[Tensor, Dict[str, Any]]], Any]] = None,
+) -> TeacherForcedStep:
+    """Run one sentence of each of ``lanes`` through ``model`` (a system, or fairseq's
+    data-parallel wrapper around one), teacher-forced on ``target`` (fairseq's targets:
+    right-padded, each row ending with eos; ``net_input`` holds its ``prev_output_tokens``).
+
+    ``carry`` is what the lanes carried in, selected to the rows (None where every row starts its
+    document). ``features_only`` stops the decoder at its features (no output projection);
+    ``loss_of(net_output)``, if given, is computed inside the "forward" region."""
+    system = document_system(model)
+    with record_function("sentence context"):
+        context = system.sentence_context(carry, lanes, None, net_input, target_room=target.size(1) - 1)
+    with record_function("forward"):
+        net_output = model(**net_input, **context.inputs, features_only=features_only)
+        loss = loss_of(net_output) if loss_of is not None else None
+    with record_function("carry out"):
+        carried = system.carry_out(
+            context, lanes, net_input, target, net_output[1].get("encoder_out"), net_output[1]
+        )
+    return TeacherForcedStep(context, net_output, loss, carried)
+
+
+def teacher_forcing_input(target: Tensor, dictionary) -> Tensor:
+    """The decoder input that teacher-forces ``target`` (right-padded, each row ending with eos):
+    each row's eos moved to its front, as fairseq's collater makes ``prev_output_tokens``."""
+    pad = dictionary.pad()
+    return data_utils.collate_tokens(
+        [row[row.ne(pad)] for row in target], pad_idx=pad, eos_idx=dictionary.eos(), move_eos_to_beginning=True
+    )
