@@ -19,7 +19,7 @@ from conftest import (
     check_hypotheses_score_as_teacher_forced,
     walk,
 )
-from memory_nmt.pipeline.previous_sentences import PreviousSentences, unpadded
+from memory_nmt.systems.previous_sentences import PreviousSentences, unpadded
 from memory_nmt.pipeline.teacher_forcing import teacher_forced_step
 
 

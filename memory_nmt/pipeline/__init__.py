@@ -1,10 +1,12 @@
-"""The one document pipeline every system runs on.
+"""The one document pipeline every system runs on; it knows no system by name.
 
 ``data.py`` turns a binarized split and its ``.docids`` into sentence steps of documents in
-lanes; ``task.py`` (``document_translation``) feeds them to fairseq; ``criterion.py`` trains on
-them and ``generator.py`` decodes them, both keeping what each lane carries from sentence to
-sentence (``carry.py``) through the interface a system implements (``system.py``);
-``interactive.py`` and ``hub.py`` place fairseq-interactive's lines and Python's documents in
-lanes. ``previous_sentences.py`` is the carry of systems whose context is earlier sentences;
-``chunks.py`` cuts documents into chunks for systems that read a whole chunk's source.
+lanes (``chunks.py`` cuts documents into chunks for systems that read a whole chunk's source);
+``task.py`` (``document_translation``) feeds them to fairseq; ``criterion.py`` trains on them and
+``generator.py`` decodes them, both keeping what each lane carries from sentence to sentence
+(``carry.py``) through the interface a system implements (``system.py``); a sentence step
+teacher-forced on its reference is ``teacher_forcing.py``'s, and the gradient across sentences
+``truncation.py``'s; ``interactive.py`` and ``hub.py`` place fairseq-interactive's lines and
+Python's documents in lanes. Its modules import only each other and fairseq, lowest first:
+``task.py`` at the top, nothing below it imports it.
 """

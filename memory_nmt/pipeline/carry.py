@@ -3,8 +3,8 @@
 Documents are translated in lanes (``data.py``): batch t holds sentence t of each document of
 a group, and a lane keeps its document until the document ends. After each sentence, every
 lane carries something to its document's next sentence; what it is depends on the system
-(``system.py``): the memory and the sentence's states for the recurrent memory model, the
-previous sentences' tokens for the concatenation model. Each system's carry is a ``Carry``:
+(``system.py``): a memory and the sentence's states, earlier sentences' tokens, a chunk's
+encoding, ... (each system's own ``carry.py`` under ``systems/``). Each system's carry is a ``Carry``:
 rows identified by lane number, so a batch whose documents ended early selects the lanes it
 still has, in its own row order.
 

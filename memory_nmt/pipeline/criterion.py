@@ -6,19 +6,20 @@ context from the carry of the previous batch (``carry.py``) and keeps what the s
 for the next batch, per stream (split), checking that every batch continues the one before.
 The loss and its size are those of the current sentences only, whatever context they read.
 
-In training, a system whose carry has differentiable states (the recurrent memory model) is
-back-propagated across sentences, truncated after ``--gradient-reach`` sentences
+In training, a system whose carry has differentiable states (sentence states that the next
+sentence reads) is back-propagated across sentences, truncated after ``--gradient-reach`` sentences
 (``truncation.py``); with ``--gradient-across-windows recompute`` (the default), the criterion
 keeps the group's last sentence steps with the carry before them (a ``WindowTail``) and
 recomputes them at the next window's start, so a window's first sentences reach the sentences
 before it. A system whose carry has no differentiable states (previous sentences' tokens)
 back-propagates each sentence at once.
 
-The parts of a step are named for torch.profiler as fairseq names its own ("forward",
-"backward"): "sentence context" (the memory model's Update Attention), "carry out" and
-"gradient to the previous sentence" (``scripts/benchmark_training.py --profile`` reads them).
+Each step is the pipeline's teacher-forced step (``teacher_forcing.py``), whose parts are named
+for torch.profiler as fairseq names its own; "gradient to the previous sentence" is
+``truncation.py``'s (``scripts/benchmark_training.py --profile`` reads them).
 """
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 from fairseq.criterions import register_criterion
@@ -26,29 +27,65 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
     LabelSmoothedCrossEntropyCriterionConfig,
 )
+from fairseq.dataclass import ChoiceEnum
+
 from .carry import Carry, CarryStore, WindowTail
-from .data import passes_of, steps_of
+from .data import DocumentDataError, passes_of, steps_of
+from .system import TranslatesDocuments
 from .teacher_forcing import TeacherForcedStep, teacher_forced_step
-from .truncation import TruncatedBackprop
+from .truncation import GRADIENT_ACROSS_WINDOWS, TruncatedBackprop
 
 
-@register_criterion(
-    "document_label_smoothed_cross_entropy", dataclass=LabelSmoothedCrossEntropyCriterionConfig
-)
+@dataclass
+class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
+    gradient_reach: int = field(
+        default=1,
+        metadata={
+            "help": "in training, how many previous sentences a sentence's loss reaches through "
+            "the states they pass on, for a system whose carry has differentiable states: 1 is "
+            "the recurrent memory paper's 'current and most recent sentences', 0 trains each "
+            "sentence on its own loss only; the memory is detached between sentences whatever "
+            "the reach"
+        },
+    )
+    gradient_across_windows: ChoiceEnum(GRADIENT_ACROSS_WINDOWS) = field(
+        default="recompute",
+        metadata={
+            "help": "in training, whether a window's first sentences reach the sentences of the "
+            "window before ('recompute': its last --gradient-reach steps run forward again, "
+            "with the new parameters, at the next window's start; each gradient still lands "
+            "in one update) or not ('drop': faster, a loss reaches nothing before its window)"
+        },
+    )
+
+
+@register_criterion("document_label_smoothed_cross_entropy", dataclass=DocumentLabelSmoothedCrossEntropyConfig)
 class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
-    def __init__(self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False):
-        from .task import DocumentTranslationTask  # the task module imports this one
-
-        if not isinstance(task, DocumentTranslationTask):
+    def __init__(
+        self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
+        gradient_reach=1, gradient_across_windows="recompute",
+    ):
+        if not isinstance(task, TranslatesDocuments):
             raise ValueError(
                 "--criterion document_label_smoothed_cross_entropy trains with --task "
                 "document_translation, whose batches are sentence steps of documents; with "
                 "another task use --criterion label_smoothed_cross_entropy"
             )
+        if gradient_reach < 0:
+            raise DocumentDataError(
+                f"--gradient-reach {gradient_reach}: give how many previous sentences a "
+                "sentence's loss reaches, 0 or more (1 is the paper's)"
+            )
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         self.carries = CarryStore()
-        self.gradient_reach = task.cfg.gradient_reach
-        self.recompute_across_windows = task.cfg.gradient_across_windows == "recompute"
+        self.gradient_reach = gradient_reach
+        self.recompute_across_windows = gradient_across_windows == "recompute"
+
+    def holds_carry_into(self, position) -> bool:
+        """Whether the carry that ``position`` (a batch of a group, after its first) continues is
+        held; training resumed from a checkpoint saved inside a group holds none
+        (``DocumentTranslationTask.rebuild_interrupted_carry``)."""
+        return self.carries.holds(position.stream)
 
     def forward(self, model, sample, reduce=True):
         """Loss of one batch of sentences (one step of a group), with what its lanes carried in.

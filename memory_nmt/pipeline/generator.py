@@ -73,7 +73,8 @@ class DocumentSequenceGenerator(SequenceGenerator):
     def generate(self, models, sample, **kwargs):
         """Beam search for one batch of sentences. The batch says where its rows stand in their
         documents: ``position`` (fairseq-generate: step t of a group) or, per row,
-        ``continues`` (fairseq-interactive: documents go on across batches in any mix)."""
+        ``continues`` (fairseq-interactive: documents go on across batches in any mix; then
+        ``ended_lanes``, if given, are documents that have ended, whose carries are dropped)."""
         if "position" not in sample and "continues" not in sample:
             raise ValueError(
                 "document decoding needs the batches of the document_translation task "
@@ -89,6 +90,7 @@ class DocumentSequenceGenerator(SequenceGenerator):
         lanes = sample["lanes"]
         net_input = sample["net_input"]
         if "continues" in sample:
+            self.open_documents.close(sample.get("ended_lanes", ()))
             continues = sample["continues"]
             carry = self.open_documents.carry_of(lanes[continues])
         else:

@@ -6,7 +6,7 @@ system two things:
 
 1. ``sentence_context(carry, lanes, continues, net_input, target_room)``: from what the rows'
    lanes carried in, the extra keyword inputs of the model's forward pass for this sentence
-   (``SentenceContext.inputs``: the memory to read, the previous sentences to prepend, ...;
+   (``SentenceContext.inputs``: a memory to read, previous sentences to prepend, ...;
    a system that reads whole chunks of its documents finds their source in ``net_input``,
    ``chunks.py``);
 2. ``carry_out(context, lanes, net_input, target, encoder_out, decoder_extra)``: once the
@@ -30,6 +30,12 @@ from .hub import DocumentHubInterface
 
 class DocumentSystemError(ValueError):
     pass
+
+
+class TranslatesDocuments:
+    """Marks a fairseq task that feeds its models sentence steps of documents in lanes and carries
+    their context (``document_translation``, ``task.py``): the one task a document system and the
+    document criterion run in."""
 
 
 @dataclass
@@ -138,9 +144,7 @@ class DocumentSystem:
     def build_model(cls, args, task):
         """fairseq's model, in the document task only: any other task would translate every
         sentence without its context, and say nothing (fairseq-generate --task translation)."""
-        from .task import DocumentTranslationTask  # the task module imports this one
-
-        if not isinstance(task, DocumentTranslationTask):
+        if not isinstance(task, TranslatesDocuments):
             raise DocumentSystemError(
                 f"{cls.__name__} translates documents: use --task document_translation, with the "
                 f"split's .docids (--task {getattr(task.cfg, '_name', None) or 'translation'} would "

@@ -8,9 +8,8 @@ never shuffled inside a group. ``train_step`` trains on a window through the cri
 (``criterion.py``), and ``build_generator`` returns the document generator (``generator.py``),
 so ``fairseq-train`` and ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and
 the hub's documents, are placed in documents by ``interactive.py``. Whatever ``--arch`` builds
-is run as a document system (``system.py``): the recurrent memory, concatenation and
-local+global models with their context, any other fairseq encoder-decoder model sentence by
-sentence. A system that reads whole chunks (``chunks.py``) has its documents cut into chunks,
+is run as a document system (``system.py``): a model that mixes in ``DocumentSystem`` with
+its context, any other fairseq encoder-decoder model sentence by sentence. A system that reads whole chunks (``chunks.py``) has its documents cut into chunks,
 and trains on batches of whole chunks.
 """
 import logging
@@ -40,8 +39,7 @@ from .data import (
 )
 from .generator import CONTEXT_FROM, DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement
-from .system import document_system
-from .truncation import GRADIENT_ACROSS_WINDOWS
+from .system import TranslatesDocuments, document_system
 
 logger = logging.getLogger(__name__)
 
@@ -104,26 +102,7 @@ class DocumentTranslationConfig(TranslationConfig):
             "help": "in training, a sentence step may go through the model in up to this many "
             "forward passes of similar-length sentences: less padding, so more documents per "
             "step within --max-tokens, which bounds the passes' padded tokens together (a "
-            "system that trains on whole chunks, transformer_local_global, takes one pass)"
-        },
-    )
-    gradient_reach: int = field(
-        default=1,
-        metadata={
-            "help": "in training, how many previous sentences a sentence's loss reaches through "
-            "the states they pass on, for a system that back-propagates across sentences "
-            "(transformer_recurrent_memory): 1 is the paper's 'current and most recent "
-            "sentences', 0 trains each sentence on its own loss only; the memory is detached "
-            "between sentences whatever the reach"
-        },
-    )
-    gradient_across_windows: ChoiceEnum(GRADIENT_ACROSS_WINDOWS) = field(
-        default="recompute",
-        metadata={
-            "help": "in training, whether a window's first sentences reach the sentences of the "
-            "window before ('recompute': its last --gradient-reach steps run forward again, "
-            "with the new parameters, at the next window's start; each gradient still lands "
-            "in one update) or not ('drop': faster, a loss reaches nothing before its window)"
+            "system that trains on whole chunks, such as transformer_local_global, takes one pass)"
         },
     )
     context_from: ChoiceEnum(CONTEXT_FROM) = field(
@@ -139,7 +118,7 @@ class DocumentTranslationConfig(TranslationConfig):
 
 
 @register_task("document_translation", dataclass=DocumentTranslationConfig)
-class DocumentTranslationTask(TranslationTask):
+class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
     """Translate documents sentence by sentence, carrying context from each sentence to the next."""
 
     def __init__(self, cfg: DocumentTranslationConfig, src_dict, tgt_dict):
@@ -151,11 +130,6 @@ class DocumentTranslationTask(TranslationTask):
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
         parse_window(cfg.optimization_window)
-        if cfg.gradient_reach < 0:
-            raise DocumentDataError(
-                f"--gradient-reach {cfg.gradient_reach}: give how many previous sentences a "
-                "sentence's loss reaches, 0 or more (1 is the paper's)"
-            )
         if cfg.passes_per_step < 1:
             raise DocumentDataError(
                 f"--passes-per-step {cfg.passes_per_step}: give 1 (one padded batch per sentence "
@@ -285,7 +259,7 @@ class DocumentTranslationTask(TranslationTask):
         """Training resumed from a checkpoint saved inside a group (fairseq restores the data
         order, not what the lanes carry): replay the group's earlier sentences, forward only
         and with the current weights, so its documents continue with their context."""
-        if position.step == 0 or criterion.carries.holds(position.stream):
+        if position.step == 0 or criterion.holds_carry_into(position):
             return
         earlier = self.training_plan.steps_before(position)
         logger.info(
@@ -316,17 +290,18 @@ class DocumentTranslationTask(TranslationTask):
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         """fairseq-interactive gives only the source tokens: its batches' lanes (and chunk inputs)
-        come from the session; lines that end documents get an empty translation."""
+        come from the session, with the lanes whose documents have ended and been translated
+        (the generator forgets what they carried); lines that end documents get an empty
+        translation."""
         if "lanes" not in sample and self.interactive.pending:
             batch = self.interactive.take(sample["net_input"]["src_tokens"].size(0))
-            generator.open_documents.close(self.interactive.take_finished_lanes())
             if batch.document_ends:
-                generator.open_documents.close(self.interactive.take_closed_lanes())
                 return [[self.empty_translation()] for _ in range(batch.ids.numel())]
             device = sample["net_input"]["src_tokens"].device
             net_input = {**sample["net_input"], **{key: value.to(device) for key, value in batch.chunks.items()}}
             sample = {**sample, "net_input": net_input, "lanes": batch.lanes.to(device),
-                      "continues": batch.continues.to(device)}
+                      "continues": batch.continues.to(device),
+                      "ended_lanes": self.interactive.take_finished_lanes()}
         return super().inference_step(generator, models, sample, prefix_tokens, constraints)
 
     def empty_translation(self) -> dict:

@@ -9,9 +9,9 @@ all run a sentence this way, so none of them can drift from what training does. 
 (``generator.py``) differs only in where the translation comes from: beam search, not the
 reference.
 
-The parts are named for torch.profiler as fairseq names its own: "sentence context" (the
-memory model's Update Attention), "forward" (the model's pass, and the loss when asked for)
-and "carry out".
+The parts are named for torch.profiler as fairseq names its own: "sentence context" (what the
+system computes from the carry, such as a memory's update), "forward" (the model's pass, and the
+loss when asked for) and "carry out".
 """
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple

@@ -2,16 +2,16 @@
 
 The criterion (``criterion.py``) trains a window of sentence steps one step at a time and hands
 each step's graph to a ``TruncatedBackprop``, which decides when the graph is back-propagated
-and with what. It applies to systems whose carry has differentiable states (``carry.py``; the
-recurrent memory model's sentence states).
+and with what. It applies to systems whose carry has differentiable states (``carry.py``:
+sentence states that the next sentence reads).
 
-The contract, for a reach of K sentences (``--gradient-reach K``; 1 is the paper's section 3.4,
-"back-propagated to the current and most recent sentences"): sentence t's loss reaches sentence
-t's computation and the computations of sentences t−1 … t−K, through the states each sentence
-passes to the next (for the memory model: the states the next sentence's Update Attention
-writes into the memory). The memory itself is detached before it is passed on ("we stop the
-gradient for M before it is passed to the next step"), whatever K; the states that entered
-sentence t−K are constants. K = 0 trains each sentence on its own loss only.
+The contract, for a reach of K sentences (``--gradient-reach K``; 1 is the recurrent memory
+paper's section 3.4, "back-propagated to the current and most recent sentences"): sentence t's
+loss reaches sentence t's computation and the computations of sentences t−1 … t−K, through the
+differentiable states each sentence passes to the next. Whatever else a carry holds is detached
+by its system before it is passed on (the memory paper: "we stop the gradient for M before it is
+passed to the next step"), whatever K; the states that entered sentence t−K are constants.
+K = 0 trains each sentence on its own loss only.
 
 How: a step's forward pass takes the states carried into it as fresh leaves (``links``: each
 leaf beside the tensor of the previous step's graph it copies). Its loss's gradient is taken at

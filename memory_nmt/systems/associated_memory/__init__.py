@@ -3,7 +3,7 @@ previous source sentences, whose gated output is the encoder output the decoder 
 
 ``context_network.py`` the CAMN (context encoder, inter-sentence attention, context gate);
 ``model.py`` ``transformer_associated_memory``, its encoder and named architectures. A lane
-carries its document's previous source sentences (``pipeline/previous_sentences.py``). The
+carries its document's previous source sentences (``systems/previous_sentences.py``). The
 CAMN's parameters are its context parameters (``systems/context_parameters.py``): a
 sentence-level checkpoint starts the model without them, and ``two_rate_inverse_sqrt`` gives
 them their own learning rate.

@@ -36,10 +36,12 @@ parameters (``encoder.context_network``) keep their fresh initialisation (logged
 checkpoint_fit.py``) and ``two_rate_inverse_sqrt`` trains them at ``--memory-lr``.
 """
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import List, Optional
 
 import torch
 from fairseq.data import data_utils
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
@@ -49,9 +51,10 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
-from ...pipeline.previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
+from ..previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
 from ...pipeline.system import SentenceContext
 from ..checkpoint_fit import FitsTransformerCheckpoints
+from ..options import SystemOptions
 from ..sizes import small_transformer
 from .context_network import ContextualAssociatedMemory
 
@@ -132,39 +135,11 @@ class AssociatedMemoryTransformerModel(PreviousSentencesSystem, FitsTransformerC
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
-        parser.add_argument("--context-sentences", type=int, metavar="N",
-                            help="previous source sentences of the document the associated memory "
-                                 "reads (default: 1, the paper's)")
-        parser.add_argument("--context-combination", choices=CONTEXT_COMBINATIONS,
-                            help="several context sentences: joined into one sequence (concatenate, "
-                                 "the default and the paper's experiment) or read one by one and "
-                                 "weighed by their mean attention score (parallel, eq. 14-15)")
-        parser.add_argument("--no-context-rnn", action="store_true",
-                            help="ablation: the context encoder's self-attention reads the context's "
-                                 "embeddings (with positions) without the GRU")
-        parser.add_argument("--no-inter-sentence-attention", action="store_true",
-                            help="ablation: every word reads the mean of the context encoder's "
-                                 "states instead of attending to them")
+        AssociatedMemoryOptions.add_to(parser)
 
     @classmethod
     def build_model(cls, args, task):
         associated_memory_base(args)
-        if args.context_sentences < 1:
-            raise ValueError(
-                f"--context-sentences {args.context_sentences}: give the number of previous source "
-                "sentences to read, 1 or more (fairseq's transformer reads none)"
-            )
-        refused = {
-            "--encoder-normalize-before": args.encoder_normalize_before,
-            "--encoder-layerdrop": args.encoder_layerdrop > 0,
-            "--checkpoint-activations": args.checkpoint_activations,
-        }
-        for option, given in refused.items():
-            if given:
-                raise ValueError(
-                    f"transformer_associated_memory does not support {option}: the associated "
-                    "memory reads the top encoder layer's post-norm self-attention output"
-                )
         return super().build_model(args, task)
 
     @classmethod
@@ -199,14 +174,54 @@ class AssociatedMemoryTransformerModel(PreviousSentencesSystem, FitsTransformerC
         return tokens.view(len(contexts), width, -1)
 
 
+@dataclass
+class AssociatedMemoryOptions(SystemOptions):
+    context_sentences: int = field(
+        default=1,
+        metadata={"help": "previous source sentences of the document the associated memory reads "
+                          "(1 is the paper's)"},
+    )
+    context_combination: ChoiceEnum(CONTEXT_COMBINATIONS) = field(
+        default="concatenate",
+        metadata={"help": "several context sentences: joined into one sequence (concatenate, the "
+                          "paper's experiment) or read one by one and weighed by their mean "
+                          "attention score (parallel, eq. 14-15)"},
+    )
+    no_context_rnn: bool = field(
+        default=False,
+        metadata={"help": "ablation: the context encoder's self-attention reads the context's "
+                          "embeddings (with positions) without the GRU"},
+    )
+    no_inter_sentence_attention: bool = field(
+        default=False,
+        metadata={"help": "ablation: every word reads the mean of the context encoder's states "
+                          "instead of attending to them"},
+    )
+
+    @classmethod
+    def check(cls, args):
+        if args.context_sentences < 1:
+            raise ValueError(
+                f"--context-sentences {args.context_sentences}: give the number of previous source "
+                "sentences to read, 1 or more (fairseq's transformer reads none)"
+            )
+        refused = {
+            "--encoder-normalize-before": args.encoder_normalize_before,
+            "--encoder-layerdrop": args.encoder_layerdrop > 0,
+            "--checkpoint-activations": args.checkpoint_activations,
+        }
+        for option, given in refused.items():
+            if given:
+                raise ValueError(
+                    f"transformer_associated_memory does not support {option}: the associated "
+                    "memory reads the top encoder layer's post-norm self-attention output"
+                )
+
+
 def associated_memory_base(args):
-    """The associated memory's defaults, for options not given (a value given is kept)."""
-    if getattr(args, "context_sentences", None) is None:
-        args.context_sentences = 1
-    args.context_combination = getattr(args, "context_combination", None) or "concatenate"
-    args.no_context_rnn = getattr(args, "no_context_rnn", False)
-    args.no_inter_sentence_attention = getattr(args, "no_inter_sentence_attention", False)
+    """transformer-base's defaults, then the associated memory's (a value given is kept and checked)."""
     base_architecture(args)
+    AssociatedMemoryOptions.apply(args)
 
 
 @register_model_architecture("transformer_associated_memory", "transformer_associated_memory")

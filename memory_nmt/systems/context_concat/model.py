@@ -18,7 +18,7 @@ K = 0) the inputs are exactly the plain transformer's, so the model computes wha
 ``transformer`` with the same weights computes, and a ``transformer`` checkpoint loads as is.
 
 Where the context comes from (``pipeline/system.py``): each lane carries its document's previous
-sentences (``pipeline/previous_sentences.py``), the target side as the reference in training and
+sentences (``systems/previous_sentences.py``), the target side as the reference in training and
 as the model's own translation in decoding (the reference with ``--context-from reference``).
 
 Positions: the context is cut, oldest sentence first, so that context and current sentence fit
@@ -34,6 +34,7 @@ masked); each later step feeds one token, as fairseq does. Prefixes differ in le
 row, so positions count a row's real tokens, in decoding as in training.
 """
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
@@ -48,8 +49,9 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
-from ...pipeline.previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
+from ..previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
 from ...pipeline.system import SentenceContext
+from ..options import SystemOptions
 from ..sizes import small_transformer
 
 
@@ -182,22 +184,11 @@ class ContextConcatTransformerModel(PreviousSentencesSystem, TransformerModel):
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
-        parser.add_argument("--source-context", type=int, metavar="K",
-                            help="previous source sentences of the document the encoder reads "
-                                 "before the current one (default: 1)")
-        parser.add_argument("--target-context", type=int, metavar="K",
-                            help="previous target sentences of the document the decoder reads "
-                                 "as a forced prefix of the current translation (default: 0)")
+        ContextConcatOptions.add_to(parser)
 
     @classmethod
     def build_model(cls, args, task):
         context_concat_base(args)
-        for option in ("source_context", "target_context"):
-            if getattr(args, option) < 0:
-                raise ValueError(
-                    f"--{option.replace('_', '-')} {getattr(args, option)}: give a number of "
-                    "previous sentences, 0 or more"
-                )
         return super().build_model(args, task)
 
     @classmethod
@@ -235,10 +226,32 @@ class ContextConcatTransformerModel(PreviousSentencesSystem, TransformerModel):
         return SentenceContext(inputs=inputs, kept=previous)
 
 
+@dataclass
+class ContextConcatOptions(SystemOptions):
+    source_context: int = field(
+        default=1,
+        metadata={"help": "previous source sentences of the document the encoder reads before the current one"},
+    )
+    target_context: int = field(
+        default=0,
+        metadata={"help": "previous target sentences of the document the decoder reads as a forced "
+                          "prefix of the current translation"},
+    )
+
+    @classmethod
+    def check(cls, args):
+        for option in ("source_context", "target_context"):
+            if getattr(args, option) < 0:
+                raise ValueError(
+                    f"--{option.replace('_', '-')} {getattr(args, option)}: give a number of "
+                    "previous sentences, 0 or more"
+                )
+
+
 def context_concat_base(args):
-    args.source_context = 1 if getattr(args, "source_context", None) is None else args.source_context
-    args.target_context = 0 if getattr(args, "target_context", None) is None else args.target_context
+    """transformer-base's defaults, then the context options' (a value given is kept and checked)."""
     base_architecture(args)
+    ContextConcatOptions.apply(args)
 
 
 @register_model_architecture("transformer_context_concat", "transformer_context_concat")

@@ -35,6 +35,7 @@ Choices the paper leaves open, and why:
   trained with (``--model-overrides "{'chunk_sentences': 5}"``).
 """
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
@@ -54,6 +55,7 @@ from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
 from ..checkpoint_fit import FitsTransformerCheckpoints
 from ..context_parameters import tag_context_parameters
+from ..options import SystemOptions
 from ..sizes import small_transformer
 from .carry import ChunkCarry, padded_to
 from .global_context import ChunkWords, GlobalContextLayer
@@ -237,26 +239,11 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
-        parser.add_argument("--chunk-sentences", type=int, metavar="N",
-                            help="documents are translated in chunks of at most N sentences, the "
-                                 "encoder reading a whole chunk (default: 20, the paper's)")
-        parser.add_argument("--max-chunk-sentences", type=int, metavar="N",
-                            help="segment embeddings the model has: the longest chunk it can read "
-                                 "(default: --chunk-sentences)")
-        parser.add_argument("--max-relative-sentences", type=int, metavar="K",
-                            help="sentence distances of the global layer's relative attention are "
-                                 "clipped to [-K, K] (default: --max-chunk-sentences minus 1)")
+        LocalGlobalOptions.add_to(parser)
 
     @classmethod
     def build_model(cls, args, task):
         local_global_base(args)
-        if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
-            raise ValueError(
-                "transformer_local_global does not support --checkpoint-activations: its decoder "
-                "layers read the previous sentence given per forward call"
-            )
-        if getattr(args, "cross_self_attention", False):
-            raise ValueError("transformer_local_global does not support --cross-self-attention")
         return super().build_model(args, task)
 
     @classmethod
@@ -342,22 +329,53 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
         return ChunkCarry(lanes, encoded, encoded_padding, memory, memory_padding)
 
 
+@dataclass
+class LocalGlobalOptions(SystemOptions):
+    chunk_sentences: int = field(
+        default=20,
+        metadata={"help": "documents are translated in chunks of at most N sentences, the encoder "
+                          "reading a whole chunk (20 is the paper's)"},
+    )
+    max_chunk_sentences: Optional[int] = field(
+        default=None,
+        metadata={"help": "segment embeddings the model has: the longest chunk it can read "
+                          "(default: --chunk-sentences)"},
+    )
+    max_relative_sentences: Optional[int] = field(
+        default=None,
+        metadata={"help": "sentence distances of the global layer's relative attention are clipped "
+                          "to [-K, K] (default: --max-chunk-sentences minus 1)"},
+    )
+
+    @classmethod
+    def complete(cls, args):
+        if args.max_chunk_sentences is None:
+            args.max_chunk_sentences = args.chunk_sentences
+        if args.max_relative_sentences is None:
+            args.max_relative_sentences = args.max_chunk_sentences - 1
+
+    @classmethod
+    def check(cls, args):
+        if not 1 <= args.chunk_sentences <= args.max_chunk_sentences:
+            raise ValueError(
+                f"--chunk-sentences {args.chunk_sentences}: give 1 or more, at most --max-chunk-sentences "
+                f"{args.max_chunk_sentences} (the segment embeddings the model has)"
+            )
+        if args.max_relative_sentences < 0:
+            raise ValueError(f"--max-relative-sentences {args.max_relative_sentences}: give 0 or more")
+        if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
+            raise ValueError(
+                "transformer_local_global does not support --checkpoint-activations: its decoder "
+                "layers read the previous sentence given per forward call"
+            )
+        if getattr(args, "cross_self_attention", False):
+            raise ValueError("transformer_local_global does not support --cross-self-attention")
+
+
 def local_global_base(args):
-    """The chunk options' defaults, for options not given (a value given is kept and checked)."""
-    if getattr(args, "chunk_sentences", None) is None:
-        args.chunk_sentences = 20
-    if getattr(args, "max_chunk_sentences", None) is None:
-        args.max_chunk_sentences = args.chunk_sentences
-    if getattr(args, "max_relative_sentences", None) is None:
-        args.max_relative_sentences = args.max_chunk_sentences - 1
-    if not 1 <= args.chunk_sentences <= args.max_chunk_sentences:
-        raise ValueError(
-            f"--chunk-sentences {args.chunk_sentences}: give 1 or more, at most --max-chunk-sentences "
-            f"{args.max_chunk_sentences} (the segment embeddings the model has)"
-        )
-    if args.max_relative_sentences < 0:
-        raise ValueError(f"--max-relative-sentences {args.max_relative_sentences}: give 0 or more")
+    """transformer-base's defaults, then the chunk options' (a value given is kept and checked)."""
     base_architecture(args)
+    LocalGlobalOptions.apply(args)
 
 
 @register_model_architecture("transformer_local_global", "transformer_local_global")

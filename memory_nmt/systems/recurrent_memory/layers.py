@@ -58,12 +58,6 @@ class MemoryLayer:
     """Attaches a ``RecurrentMemory`` to a fairseq layer, read after self-attention."""
 
     def attach_memory(self, name: str, side_cfg, cfg, memory_size: int):
-        if self.normalize_before:
-            raise ValueError(
-                f"{name}: transformer_recurrent_memory reads the memory after the post-norm "
-                "self-attention block; pre-norm layers (--encoder/--decoder-normalize-before) "
-                "are not supported"
-            )
         self.memory_name = name
         self.memory = RecurrentMemory(
             embed_dim=side_cfg.embed_dim,

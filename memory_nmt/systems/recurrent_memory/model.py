@@ -21,8 +21,10 @@ lacks keep their fresh initialisation (logged, ``systems/checkpoint_fit.py``), a
 Output Attention starts at zero the model then computes exactly what the transformer computed.
 """
 import re
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
@@ -38,6 +40,7 @@ from torch.nn.utils.rnn import pad_sequence
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
 from ..checkpoint_fit import FitsTransformerCheckpoints
+from ..options import SystemOptions
 from ..sizes import small_transformer
 from .carry import MemoryCarry
 from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
@@ -186,22 +189,11 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
-        parser.add_argument("--memory-size", type=int, metavar="N",
-                            help="memory vectors (d_M) per memory layer (default: 16)")
-        parser.add_argument("--memory-layers", type=str, metavar="I,J",
-                            help="0-based indices of the layers that carry memory, -1 being "
-                                 "the top layer (default: -1)")
-        parser.add_argument("--memory-sides", choices=MEMORY_SIDES,
-                            help="sides whose layers carry memory (default: both)")
+        RecurrentMemoryOptions.add_to(parser)
 
     @classmethod
     def build_model(cls, args, task):
         recurrent_memory_base(args)
-        if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
-            raise ValueError(
-                "transformer_recurrent_memory does not support --checkpoint-activations: "
-                "its memory layers read memory given per forward call"
-            )
         return super().build_model(args, task)
 
     @classmethod
@@ -289,19 +281,45 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         )
 
 
+@dataclass
+class RecurrentMemoryOptions(SystemOptions):
+    memory_size: int = field(default=16, metadata={"help": "memory vectors (d_M) per memory layer"})
+    memory_layers: str = field(
+        default="-1",
+        metadata={"help": "0-based indices of the layers that carry memory, -1 being the top layer"},
+    )
+    memory_sides: ChoiceEnum(MEMORY_SIDES) = field(
+        default="both", metadata={"help": "sides whose layers carry memory"}
+    )
+
+    @classmethod
+    def check(cls, args):
+        if args.memory_size < 1:
+            raise ValueError(
+                f"--memory-size {args.memory_size}: give the number of memory vectors per memory "
+                "layer, 1 or more (the paper's default is 16)"
+            )
+        for side in ("encoder", "decoder"):
+            if args.memory_sides not in ("both", side):
+                continue
+            layers = memory_layer_indices(args.memory_layers, getattr(args, f"{side}_layers"))
+            if getattr(args, f"{side}_normalize_before"):
+                raise ValueError(
+                    f"{side}.{layers[0]}: transformer_recurrent_memory reads the memory after the "
+                    "post-norm self-attention block; pre-norm layers "
+                    "(--encoder/--decoder-normalize-before) are not supported"
+                )
+        if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
+            raise ValueError(
+                "transformer_recurrent_memory does not support --checkpoint-activations: "
+                "its memory layers read memory given per forward call"
+            )
+
+
 def recurrent_memory_base(args):
-    """The memory options' defaults, for options not given (a value given is kept and checked)."""
-    if getattr(args, "memory_size", None) is None:
-        args.memory_size = 16
-    if getattr(args, "memory_layers", None) is None:
-        args.memory_layers = "-1"
-    args.memory_sides = getattr(args, "memory_sides", None) or "both"
-    if args.memory_size < 1:
-        raise ValueError(
-            f"--memory-size {args.memory_size}: give the number of memory vectors per memory "
-            "layer, 1 or more (the paper's default is 16)"
-        )
+    """transformer-base's defaults, then the memory options' (a value given is kept and checked)."""
     base_architecture(args)
+    RecurrentMemoryOptions.apply(args)
 
 
 @register_model_architecture("transformer_recurrent_memory", "transformer_recurrent_memory")

@@ -3,7 +3,7 @@
 ``PreviousSentences`` holds, for each row, the last few source sentences and the last few target
 sentences of its document, oldest first, each a 1-D tensor of token ids ending with eos and
 without padding: the source as binarized, the target as the reference in training and as the
-chosen hypothesis in decoding (``generator.py``). A document's first sentence has none, and a
+chosen hypothesis in decoding (``pipeline/generator.py``). A document's first sentence has none, and a
 lane starts empty, so the sentences never come from another document. Systems that read earlier
 sentences (the concatenation model, the Associated Memory Network) derive from
 ``PreviousSentencesSystem``: they read them with ``of_rows``, carry them on with ``after`` (the
@@ -16,8 +16,8 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .carry import Carry
-from .system import DocumentSystem
+from ..pipeline.carry import Carry
+from ..pipeline.system import DocumentSystem
 
 logger = logging.getLogger(__name__)
 
