@@ -1,0 +1,87 @@
+"""The package's import graph, read from its source: no cycle, a pipeline that knows no system, and
+nothing below the document task imports it.
+
+Every ``import`` statement of every module counts, those inside functions too. ``from .a import b``
+is an edge to module ``a.b`` where that is a module, else to ``a``. Importing a module also runs
+its packages' ``__init__``; those implicit edges are not counted (Python has the package
+initialised by then), the ``__init__`` modules' own imports are.
+"""
+import ast
+from pathlib import Path
+
+from conftest import PLUGIN
+
+PACKAGE = PLUGIN.name
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PLUGIN.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, modules: set) -> set:
+    """The package's modules that the module at ``path`` imports."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        found |= {target for target in targets if target in modules}
+    return found - {name}
+
+
+def import_graph() -> dict:
+    paths = sorted(PLUGIN.rglob("*.py"))
+    modules = {module_name(path) for path in paths}
+    return {module_name(path): imports_of(path, modules) for path in paths}
+
+
+def test_the_graph_is_read_from_the_source():
+    graph = import_graph()
+    assert f"{PACKAGE}.pipeline.system" in graph[f"{PACKAGE}.pipeline.criterion"]
+    assert f"{PACKAGE}.pipeline.teacher_forcing" in graph[f"{PACKAGE}.pipeline.criterion"]
+    assert f"{PACKAGE}.systems.previous_sentences" in graph[f"{PACKAGE}.systems.context_concat.model"]
+    assert f"{PACKAGE}.pipeline.task" in graph[PACKAGE]
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    state = {}  # module -> "open" while on the path, "done" once every path below it is checked
+
+    def visit(module, path):
+        state[module] = "open"
+        for imported in sorted(graph[module]):
+            if state.get(imported) == "open":
+                cycle = path[path.index(imported):] + [imported]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if imported not in state:
+                visit(imported, path + [imported])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_the_pipeline_imports_nothing_of_the_systems_or_the_tools():
+    graph = import_graph()
+    pipeline = f"{PACKAGE}.pipeline"
+    for module, imported in graph.items():
+        if module.startswith(pipeline + ".") or module == pipeline:
+            outside = sorted(m for m in imported if not m.startswith(pipeline))
+            assert not outside, f"{module} imports {outside}"
+
+
+def test_only_the_package_itself_imports_the_document_task():
+    graph = import_graph()
+    importers = sorted(module for module, imported in graph.items() if f"{PACKAGE}.pipeline.task" in imported)
+    assert importers == [PACKAGE]
