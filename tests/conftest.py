@@ -318,3 +318,15 @@ def check_clis_and_hub_translate_alike(data_bin, checkpoint, model_class, buffer
     hub.cfg.generation.max_len_b = 20
     documents = [d.split("\n") for d in "\n".join(lines).strip("\n").split("\n\n")]
     assert [s for t in hub.translate_documents(documents, beam=3) for s in t] == expected
+
+
+def load_script(path: Path):
+    """The module of a script outside any package (``examples/learn_to_remember/*.py``), imported
+    from its file under its file name, without putting its folder on ``sys.path``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
