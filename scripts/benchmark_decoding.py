@@ -60,8 +60,8 @@ from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E40
 from memory_nmt.pipeline.task import DocumentTranslationConfig, DocumentTranslationTask  # noqa: E402
 from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel  # noqa: E402
 from memory_nmt.evaluation.synthetic import generate_documents, generate_long_document  # noqa: E402
-from arithmetic import ArithmeticCounter  # noqa: E402
-from peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
+from memory_nmt.benchmarks.arithmetic import ArithmeticCounter  # noqa: E402
+from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
 
 DEFAULT_DIMS = {  # embed_dim, ffn_dim, heads, layers (each side)
     "cpu": (256, 1024, 4, 3),

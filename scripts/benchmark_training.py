@@ -66,8 +66,8 @@ PLUGIN = os.path.join(ROOT, "memory_nmt")
 sys.path[:0] = [ROOT, SCRIPTS]
 from memory_nmt.evaluation.synthetic import generate_documents, write_documents  # noqa: E402
 from memory_nmt.pipeline.data import passes_of, steps_of  # noqa: E402
-from arithmetic import ArithmeticCounter  # noqa: E402
-from peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
+from memory_nmt.benchmarks.arithmetic import ArithmeticCounter  # noqa: E402
+from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
 
 SIZES = {  # embed_dim, ffn_dim, heads, layers (each side)
     "small": (128, 256, 4, 2),

@@ -262,8 +262,8 @@ def measure(args):
     from fairseq.data import LanguagePairDataset
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+    from memory_nmt.benchmarks.peak_memory import peak_since, start_peak
     from memory_nmt.pipeline.data import Document, DocumentDataset
-    from peak_memory import peak_since, start_peak
 
     name, path = args.measure
     parser = options.get_generation_parser()

@@ -65,7 +65,7 @@ from benchmark_decoding import (  # noqa: E402
 )
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
 from memory_nmt.evaluation.synthetic import Document  # noqa: E402
-from peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
+from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
 
 MODELS = ("sentence", "memory", "document")
 LABELS = {

@@ -1,4 +1,4 @@
-"""The arithmetic a stretch of work does, for the benchmark scripts: ``ArithmeticCounter``.
+"""The arithmetic a stretch of work does, for the benchmark commands: ``ArithmeticCounter``.
 
 It counts the FLOPs of matrix products and attention kernels by torch's own formulas
 (``torch.utils.flop_counter``), the work that dominates a transformer's time; element-wise

@@ -1,4 +1,4 @@
-"""Peak memory of a stretch of work in this process, for the benchmark and comparison scripts.
+"""Peak memory of a stretch of work in this process, for the benchmark and comparison commands.
 
 On cuda it is ``torch.cuda.max_memory_allocated`` (tensor bytes); on cpu (Linux) the process's
 peak resident set, ``VmHWM``, reset just before the work, which counts everything the work keeps,
