@@ -1,0 +1,71 @@
+"""docs/adding-a-system.md, followed literally: its code blocks, put together in order, are a
+system that the pipeline trains and decodes, reading the previous sentence of its document and
+nothing else, with its option declared once and checked."""
+import re
+import types
+
+import pytest
+import torch
+
+from conftest import (
+    REPO,
+    TINY_DIMS,
+    Recorder,
+    batches,
+    build,
+    check_context_reach,
+    check_hypotheses_score_as_teacher_forced,
+)
+
+PAGE = REPO / "docs" / "adding-a-system.md"
+TOY = ["--arch", "toy_previous_summary_small", *TINY_DIMS]
+
+
+@pytest.fixture(scope="module")
+def toy_system():
+    """The page's Python blocks, run in order as one module (registering the toy system)."""
+    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) >= 5, "the page lost its code"
+    module = types.ModuleType("toy_previous_summary")
+    exec(compile("\n\n".join(blocks), str(PAGE), "exec"), module.__dict__)
+    return module
+
+
+def test_it_reads_the_previous_sentence_of_its_document_and_nothing_else(toy_system, data_bin):
+    task, model, _, _ = build(data_bin, *TOY)
+    assert isinstance(model, toy_system.PreviousSummaryModel)
+    model.eval()
+    check_context_reach(model, batches(task, "test", max_tokens=100), task.source_dictionary, reach=1)
+
+
+def test_it_trains_through_the_criterion_and_decodes_every_sentence_once(toy_system, data_bin):
+    task, model, criterion, _ = build(data_bin, *TOY, "--optimization-window", "3")
+    model.train()
+    window = next(item["steps"] for item in batches(task, "train", max_tokens=150) if len(item["steps"]) == 3)
+    criterion.forward_window(model, window, backward=lambda loss: loss.backward())
+    assert model.encoder.summary_projection.weight.grad.abs().sum() > 0
+
+    model.eval()
+    steps = batches(task, "test")
+    best, trace = Recorder(task, model).decode(steps)
+    assert sorted(best) == list(range(len(task.dataset("test"))))
+    assert any("previous_summary" in inputs for _, inputs, _ in trace)
+    assert check_hypotheses_score_as_teacher_forced(task, model, trace, atol=1e-4) > 0
+
+
+def test_its_option_is_declared_once_and_checked(toy_system, data_bin):
+    _, model, _, cfg = build(data_bin, *TOY)
+    assert cfg.model.summary_scale == 1.0 and model.encoder.scale == 1.0
+    _, model, _, _ = build(data_bin, *TOY, "--summary-scale", "0.5")
+    assert model.encoder.scale == 0.5
+    with pytest.raises(ValueError, match="^--summary-scale -1.0: give 0 or more"):
+        build(data_bin, *TOY, "--summary-scale", "-1")
+
+
+def test_a_plain_transformers_checkpoint_starts_it(toy_system, data_bin):
+    _, plain, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS, task="translation")
+    _, model, _, _ = build(data_bin, *TOY)
+    fresh = model.encoder.summary_projection.weight.clone()
+    model.load_state_dict(plain.state_dict())
+    assert torch.equal(model.encoder.embed_tokens.weight, plain.encoder.embed_tokens.weight)
+    assert torch.equal(model.encoder.summary_projection.weight, fresh)
