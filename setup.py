@@ -13,7 +13,13 @@ setup(
     description="Document-level NMT as a fairseq plugin: a recurrent memory (Feng et al., 2022) and the systems it is compared with",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["memory_nmt", "memory_nmt.*"]),
+    packages=find_packages(include=["memory_nmt", "memory_nmt.*", "memory_nmt_tools"]),
+    entry_points={
+        "console_scripts": [
+            "memory-nmt-prepare-documents = memory_nmt_tools.prepare_documents:main",
+            "memory-nmt-document-bleu = memory_nmt_tools.document_bleu:main",
+        ],
+    },
     python_requires=">=3.8",
     install_requires=[
         "torch>=2.0",  # forward pre-hooks with keyword arguments

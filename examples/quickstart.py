@@ -28,17 +28,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memory_nmt.evaluation.synthetic import context_accuracy, contrastive_items, generate_documents, write_documents
+from memory_nmt_tools.document_bleu import score_documents
+
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "memory_nmt"
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
-from document_bleu import score_documents  # noqa: E402
-from memory_nmt.evaluation.synthetic import (  # noqa: E402
-    context_accuracy,
-    contrastive_items,
-    generate_documents,
-    write_documents,
-)
 
 SPLITS = {"train": 1000, "valid": 100, "test": 100}  # documents per split
 SPLIT_SEED_OFFSET = {"train": 0, "valid": 1000, "test": 2000}

@@ -22,8 +22,8 @@ import sys
 
 from sacrebleu.metrics import BLEU
 
-from generate_texts import read_hypotheses, read_references
-from text_files import TextFileError, read_lines
+from .generate_texts import read_hypotheses, read_references
+from .text_files import TextFileError, read_lines
 
 
 class DocumentBleuError(TextFileError):

@@ -1,12 +1,12 @@
 """Hypotheses and references of one fairseq-generate output, in corpus order.
 
-Shared by document_bleu.py and the analysis scripts (bleu_by_position.py,
+Shared by document_bleu.py, compare_systems.py and the paper's analyses (bleu_by_position.py,
 memory_size_sweep.py): the hypotheses are the D- (or H-) lines, the references the T- lines or
 a raw reference file, and every sentence id of the split must be present exactly once.
 """
 import re
 
-from text_files import TextFileError, read_lines
+from .text_files import TextFileError, read_lines
 
 GENERATE_LINE = re.compile(r"([A-Z])-(\d+)\t(.*)")
 SHOWN_IDS = 5

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from text_files import TextFileError, numbered_lines
+from .text_files import TextFileError, numbered_lines
 
 DOC_MARKER = "<d>"
 SGML_SET = re.compile(r"<(?:src|ref|tst)set\b[^>]*>")

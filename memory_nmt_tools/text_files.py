@@ -1,4 +1,4 @@
-"""Reading users' text files strictly, for the scripts in this folder.
+"""Reading users' text files strictly, for the commands and the analyses.
 
 Files are UTF-8, split on LF only (``str.splitlines`` would also split on characters such as
 U+0085, which occur inside real WMT segments), with the CR of CRLF ends removed. Problems

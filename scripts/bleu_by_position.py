@@ -21,9 +21,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from sacrebleu.metrics import BLEU  # noqa: E402
 
-from document_bleu import DocumentBleuError, read_docids  # noqa: E402
-from generate_texts import read_hypotheses, read_references  # noqa: E402
-from text_files import TextFileError  # noqa: E402
+from memory_nmt_tools.document_bleu import DocumentBleuError, read_docids  # noqa: E402
+from memory_nmt_tools.generate_texts import read_hypotheses, read_references  # noqa: E402
+from memory_nmt_tools.text_files import TextFileError  # noqa: E402
 
 
 def document_positions(docids):

@@ -49,9 +49,9 @@ ROOT = SCRIPTS.parent
 PLUGIN = ROOT / "memory_nmt"
 sys.path[:0] = [str(ROOT), str(SCRIPTS)]
 
-from document_bleu import read_docids, score_documents  # noqa: E402
-from generate_texts import read_hypotheses, read_references  # noqa: E402
-from text_files import TextFileError  # noqa: E402
+from memory_nmt_tools.document_bleu import read_docids, score_documents  # noqa: E402
+from memory_nmt_tools.generate_texts import read_hypotheses, read_references  # noqa: E402
+from memory_nmt_tools.text_files import TextFileError  # noqa: E402
 
 SPEED_LINE = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
 MiB = 2**20

@@ -39,7 +39,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import memory_nmt  # noqa: E402,F401  (registers the plugin; lets fairseq load checkpoints)
 from memory_nmt.evaluation import contrastive  # noqa: E402
-from text_files import TextFileError  # noqa: E402
+from memory_nmt_tools.text_files import TextFileError  # noqa: E402
 
 FILES = {
     "contrapro": ["JSON", "CONTEXT_SRC", "TEXT_SRC", "CONTEXT_TGT", "TEXT_TGT"],
@@ -68,7 +68,7 @@ def preprocessed(items, args, source_lang, target_lang):
     """The items with Moses tokenization and BPE applied, as prepare_documents.py applies them."""
     if not args.moses and not args.bpe_codes:
         return items
-    from prepare_documents import apply_bpe, tokenize
+    from memory_nmt_tools.prepare_documents import apply_bpe, tokenize
 
     def process(sentences, lang):
         unique = sorted(set(sentences))

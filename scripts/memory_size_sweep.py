@@ -35,9 +35,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from document_bleu import read_docids, score_documents  # noqa: E402
-from generate_texts import read_hypotheses, read_references  # noqa: E402
-from text_files import TextFileError  # noqa: E402
+from memory_nmt_tools.document_bleu import read_docids, score_documents  # noqa: E402
+from memory_nmt_tools.generate_texts import read_hypotheses, read_references  # noqa: E402
+from memory_nmt_tools.text_files import TextFileError  # noqa: E402
 
 SCRIPTS = Path(__file__).resolve().parent
 PLUGIN = SCRIPTS.parent / "memory_nmt"

@@ -4,7 +4,6 @@ A small fake fairseq-generate output (ids out of order, logging lines in between
 docids file are written to tmp_path; the scores must equal what sacrebleu gives directly on
 the sentences in id order and on the documents joined with spaces.
 """
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU
+
+from memory_nmt_tools import document_bleu
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "document_bleu.py"
@@ -194,30 +195,20 @@ def test_output_without_hypotheses_is_an_error(tmp_path):
     assert_fails(result, "gen.txt", "no D- lines")
 
 
-def import_document_bleu(monkeypatch):
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("document_bleu", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_tokenized_scores_do_not_warn_that_the_text_is_tokenized(monkeypatch, caplog):
+def test_tokenized_scores_do_not_warn_that_the_text_is_tokenized(caplog):
     """sacrebleu warns when 100 lines end in " ." (a sign of tokenized text given by mistake);
     the tokenized scores are of tokenized text by design."""
-    module = import_document_bleu(monkeypatch)
     lines = [f"line {i} ." for i in range(120)]
     docids = [str(i // 3) for i in range(120)]
-    module.score_documents(lines, lines, docids)
+    document_bleu.score_documents(lines, lines, docids)
     assert "forgot to detokenize" in caplog.text
     caplog.clear()
-    module.score_documents(lines, lines, docids, tokenized=True)
+    document_bleu.score_documents(lines, lines, docids, tokenized=True)
     assert "forgot to detokenize" not in caplog.text
 
 
-def test_score_documents_is_importable(monkeypatch):
-    module = import_document_bleu(monkeypatch)
-    scores = module.score_documents(HYPOTHESES, REFERENCES, DOCIDS)
+def test_score_documents_is_importable():
+    scores = document_bleu.score_documents(HYPOTHESES, REFERENCES, DOCIDS)
     assert (scores["s_bleu"], scores["d_bleu"]) == pytest.approx(expected(HYPOTHESES, REFERENCES))
     with pytest.raises(ValueError, match="parallel"):
-        module.score_documents(HYPOTHESES, REFERENCES[:5], DOCIDS)
+        document_bleu.score_documents(HYPOTHESES, REFERENCES[:5], DOCIDS)

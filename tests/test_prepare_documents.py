@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from memory_nmt_tools import prepare_documents
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "prepare_documents.py"
 DATA = REPO.parent / "shared" / "data" / "docmt-en-de"
@@ -83,12 +85,9 @@ def test_an_output_that_is_an_input_is_refused_untouched(tmp_path, overwritten):
     assert {path: path.read_bytes() for path in (source, target)} == before and not codes.exists()
 
 
-def test_outputs_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
+def test_outputs_are_written_whole_or_not_at_all(tmp_path):
     """Each output goes to a temporary file renamed into place: a failure while writing leaves
     the earlier file under the output's name as it was, and no temporary file behind."""
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    import prepare_documents
-
     output = tmp_path / "train.en"
     output.write_text("an older, complete output\n")
 
@@ -237,9 +236,6 @@ def test_bpe_on_a_corpus_with_nothing_to_merge_is_an_error(tmp_path):
 
 def test_bpe_codes_to_apply_are_checked_before_the_corpus_is_read(tmp_path, monkeypatch, capsys):
     """Missing codes were found only after reading and Moses-tokenizing the whole corpus."""
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    import prepare_documents
-
     def read_side(*args):
         raise AssertionError("the corpus was read before the codes were checked")
 
