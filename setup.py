@@ -18,6 +18,10 @@ setup(
         "console_scripts": [
             "memory-nmt-prepare-documents = memory_nmt_tools.prepare_documents:main",
             "memory-nmt-document-bleu = memory_nmt_tools.document_bleu:main",
+            "memory-nmt-contrastive-eval = memory_nmt_tools.contrastive_eval:main",
+            "memory-nmt-compare-systems = memory_nmt_tools.compare_systems:main",
+            "memory-nmt-benchmark-training = memory_nmt_tools.benchmark_training:main",
+            "memory-nmt-benchmark-decoding = memory_nmt_tools.benchmark_decoding:main",
         ],
     },
     python_requires=">=3.8",

@@ -54,7 +54,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa
 import torch.fx.experimental.symbolic_shapes  # noqa: E402,F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchmark_decoding import (  # noqa: E402
+from memory_nmt_tools.benchmark_decoding import (  # noqa: E402
     build_models,
     decode,
     dictionary,

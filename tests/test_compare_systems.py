@@ -8,10 +8,9 @@ import pytest
 
 from conftest import REPO, run
 from memory_nmt.evaluation import synthetic
+from memory_nmt_tools import compare_systems
 
 SCRIPT = REPO / "scripts" / "compare_systems.py"
-sys.path.insert(0, str(SCRIPT.parent))
-import compare_systems  # noqa: E402
 
 
 @pytest.fixture(scope="module")

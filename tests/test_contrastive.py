@@ -21,9 +21,7 @@ from memory_nmt.evaluation.contrastive import (
     read_voita_json,
     score_items,
 )
-
-sys.path.insert(0, str(REPO / "scripts"))
-import contrastive_eval  # noqa: E402
+from memory_nmt_tools import contrastive_eval
 
 
 def write(path, lines):

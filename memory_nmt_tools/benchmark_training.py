@@ -1,0 +1,339 @@
+"""Training speed and memory of ``transformer_recurrent_memory`` against fairseq's ``transformer``.
+
+Both models, of the same size, train on the same documents (synthetic ones, binarized once with
+fairseq-preprocess into --workdir, or --data) at the same --max-tokens, through fairseq's own
+``Trainer`` and ``train_step``: the plain transformer on fairseq's ``translation`` task (its usual
+batches of similar-length sentences), the memory model on the plugin's ``document_translation``
+task (sentence steps of documents in lanes, --optimization-window steps per update). A third
+row, the plain transformer on the document task's batches (each sentence alone), tells the cost
+of the document batches from the cost of the memory. After --warmup updates each, --updates
+updates of each are timed in --repeats alternating rounds (A B C A B C ...), each model going on
+through its epochs. Printed side by side, per model:
+
+- target tokens/s (real target tokens trained on, divided by the timed seconds) and the ratio
+  memory/plain (target >= 0.8);
+- real (non-padding) tokens per forward pass, source and target together, and the padding
+  fraction of the padded batches; forward passes per update;
+- peak memory while training (each model in a fresh process: ``peak_memory.py``) and the ratio
+  (target <= 1.2);
+- the arithmetic each model does per target token over --updates more updates: the FLOPs of
+  matrix products and attention (forward, backward and the gradient to the previous sentence;
+  padding included), counted with torch's formulas (``arithmetic.py``), and the ratio
+  memory/plain. At equal FLOP rates the tokens/s ratio cannot exceed its inverse: that tells
+  what the memory costs by design of the model from what its implementation costs.
+
+The memory model trains once per --gradient-reaches K (how many previous sentences a loss
+reaches, ``memory_nmt/pipeline/truncation.py``; the first is the one the ratios and targets
+are for), each recomputing the window's last K steps at the next window's start (``recompute``,
+the default), and once more for the first K with ``--gradient-across-windows drop``: what the
+reach and the recomputation cost in speed, memory and arithmetic. (Passes/update counts the
+data's forward passes; recomputed passes show in the time and the arithmetic.) With a reach of
+0 among them (the default: 1,0,2,4), the arithmetic is split into what reading and writing the
+memory cost (reach 0: no gradient to earlier sentences) and what the gradient across sentences
+adds on top.
+
+--profile also prints where each model's time goes over --updates more updates of each: the
+named parts of a step (forward, the memory's Update Attention in "sentence context", "gradient
+to the previous sentence", backward, optimizer, ...) and torch.profiler's top operators.
+
+CPU (the README's settings: the quickstart's 128/256 model and documents, --max-tokens 512;
+about a minute), and on real documents binarized by a recipe (its WORK_DIR/data-bin):
+    python scripts/benchmark_training.py [--profile]
+    python scripts/benchmark_training.py --data WORK_DIR/data-bin --size medium --max-tokens 2048
+GPU:
+    python scripts/benchmark_training.py --device cuda --size base --max-tokens 4096 --fp16
+"""
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Dict, List, Tuple
+
+import fairseq
+import torch
+from fairseq import options, tasks, utils
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.trainer import Trainer
+from fairseq_cli import preprocess
+
+from memory_nmt.benchmarks.arithmetic import ArithmeticCounter
+from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak
+from memory_nmt.evaluation.synthetic import generate_documents, write_documents
+from memory_nmt.pipeline.data import passes_of, steps_of
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLUGIN = os.path.join(ROOT, "memory_nmt")
+
+SIZES = {  # embed_dim, ffn_dim, heads, layers (each side)
+    "small": (128, 256, 4, 2),
+    "medium": (256, 1024, 4, 3),
+    "base": (512, 2048, 8, 6),
+}
+PLAIN = ["--task", "translation", "--arch", "transformer",
+         "--criterion", "label_smoothed_cross_entropy", "--required-batch-size-multiple", "1"]
+PLAIN_DOCUMENTS = ["--task", "document_translation", "--arch", "transformer",
+                   "--criterion", "document_label_smoothed_cross_entropy"]
+MEMORY = ["--task", "document_translation", "--arch", "transformer_recurrent_memory",
+          "--criterion", "document_label_smoothed_cross_entropy"]
+REGIONS = (  # named by fairseq's trainer and task, and by the plugin's criterion
+    "forward", "sentence context", "carry out", "gradient to the previous sentence", "backward",
+    "multiply-grads", "clip-grads", "optimizer",
+)
+
+
+def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
+    """The models compared, by name: the row label and the fairseq-train options. "memory" is
+    the memory model with the first of --gradient-reaches, recomputed across windows."""
+    first, *others = args.gradient_reaches
+    systems = {
+        "plain": ("transformer", PLAIN),
+        "plain_documents": ("transformer, document batches", PLAIN_DOCUMENTS),
+        "memory": (f"memory, reach {first}", MEMORY + ["--gradient-reach", str(first)]),
+        "memory_drop": (f"memory, reach {first}, drop", MEMORY + [
+            "--gradient-reach", str(first), "--gradient-across-windows", "drop"]),
+    }
+    for reach in others:
+        systems[f"memory_reach{reach}"] = (f"memory, reach {reach}", MEMORY + ["--gradient-reach", str(reach)])
+    return systems
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument("--fp16", action="store_true", help="fairseq's --fp16 (cuda only)")
+    precision.add_argument("--bf16", action="store_true", help="fairseq's --bf16 (cuda only)")
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--optimization-window", default="2-4", help="the document task's steps per update")
+    parser.add_argument("--passes-per-step", type=int, default=1, help="the document task's forward "
+                        "passes per sentence step (see memory_nmt/pipeline/data.py)")
+    parser.add_argument("--gradient-reaches", default="1,0,2,4", type=lambda text: [int(k) for k in text.split(",")],
+                        help="the memory model's --gradient-reach values to train with (comma-separated, "
+                        "the first is the one the ratios are for; 0, no gradient to earlier sentences, "
+                        "tells what reading and writing the memory cost from what the gradient costs)")
+    parser.add_argument("--data", help="binarized documents to train on (a fairseq-preprocess "
+                        "directory with train.SRC-TGT.docids) instead of synthetic ones")
+    parser.add_argument("--documents", type=int, default=1000, help="synthetic training documents")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed updates of each model first")
+    parser.add_argument("--updates", type=int, default=20, help="timed updates of each model per round")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating timed rounds")
+    parser.add_argument("--profile", action="store_true", help="also profile both models")
+    parser.add_argument("--workdir", default=os.path.join(ROOT, "runs", "benchmark_training"))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--measure-peak", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if (args.fp16 or args.bf16) and args.device != "cuda":
+        parser.error("--fp16 and --bf16 need --device cuda")
+    return args
+
+
+def binarized_documents(args) -> str:
+    """--data, or the synthetic training documents, binarized with their .docids, in WORKDIR."""
+    if args.data:
+        return args.data
+    data = os.path.join(args.workdir, f"data-bin-{args.documents}-{args.seed}")
+    if os.path.exists(os.path.join(data, "train.en-de.docids")):  # written last
+        return data
+    corpus = os.path.join(args.workdir, "corpus", "train")
+    write_documents(generate_documents(args.documents, args.seed), corpus)
+    shutil.rmtree(data, ignore_errors=True)
+    preprocess.main(options.get_preprocessing_parser().parse_args([
+        "--source-lang", "en", "--target-lang", "de", "--joined-dictionary",
+        "--trainpref", corpus + ".flat", "--destdir", data, "--workers", "1",
+    ]))
+    shutil.copyfile(corpus + ".docids", os.path.join(data, "train.en-de.docids"))
+    return data
+
+
+def trainer_of(system, data, args) -> Trainer:
+    """fairseq's Trainer for ``system``, configured as fairseq-train would configure it."""
+    embed, ffn, heads, layers = SIZES[args.size]
+    dims = []
+    for side in ("encoder", "decoder"):
+        dims += [f"--{side}-embed-dim", str(embed), f"--{side}-ffn-embed-dim", str(ffn),
+                 f"--{side}-attention-heads", str(heads), f"--{side}-layers", str(layers)]
+    command = [
+        data, "--user-dir", PLUGIN, *systems_of(args)[system][1], *dims, "--share-all-embeddings",
+        "--dropout", "0.1", "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
+        "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
+        "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens), "--seed", str(args.seed),
+        "--num-workers", "0",
+    ]
+    if "document_translation" in command:
+        command += ["--optimization-window", args.optimization_window,
+                    "--passes-per-step", str(args.passes_per_step)]
+    command += {"cpu": ["--cpu"], "cuda": []}[args.device]
+    command += ["--fp16"] if args.fp16 else ["--bf16"] if args.bf16 else []
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), command))
+    utils.import_user_module(cfg.common)
+    utils.set_torch_seed(args.seed)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    return Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+
+
+class Batches:
+    """A trainer's training batches, epoch after epoch, with what each holds."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        self.epoch = 0
+        self.iterator = iter(())
+
+    def __next__(self):
+        sample = next(self.iterator, None)
+        if sample is None:
+            self.epoch += 1
+            epoch_itr = self.trainer.get_train_iterator(self.epoch)
+            self.trainer.begin_epoch(self.epoch)
+            self.iterator = epoch_itr.next_epoch_itr(shuffle=True)
+            sample = next(self.iterator)
+        return sample
+
+
+def contents(sample, pad) -> dict:
+    """Forward passes, real target tokens, and real and padded tokens (both sides) of a batch."""
+    passes = [batch for step in steps_of(sample) for batch in passes_of(step)]
+    counts = {"passes": len(passes), "target": 0, "real": 0, "padded": 0}
+    for batch in passes:
+        for tokens in (batch["net_input"]["src_tokens"], batch["target"]):
+            counts["real"] += int(tokens.ne(pad).sum())
+            counts["padded"] += tokens.numel()
+        counts["target"] += batch["ntokens"]
+    return counts
+
+
+def train_updates(trainer, batches, updates, device, totals=None) -> float:
+    """Seconds for ``updates`` updates; adds each batch's ``contents`` to ``totals``."""
+    pad = trainer.task.target_dictionary.pad()
+    seconds = 0.0
+    for _ in range(updates):
+        sample = next(batches)
+        if totals is not None:
+            for key, value in contents(sample, pad).items():
+                totals[key] = totals.get(key, 0) + value
+        start = time.perf_counter()
+        trainer.train_step([sample])
+        if device == "cuda":
+            torch.cuda.synchronize()
+        seconds += time.perf_counter() - start
+    return seconds
+
+
+def measure_peak(args):
+    """(Subprocess mode.) Train one model; print its peak memory during the updates as JSON."""
+    trainer = trainer_of(args.measure_peak, binarized_documents(args), args)
+    batches = Batches(trainer)
+    train_updates(trainer, batches, 1, args.device)
+    before = start_peak(args.device)
+    train_updates(trainer, batches, args.updates, args.device)
+    print(json.dumps({"peak_bytes": peak_since(args.device, before)}))
+
+
+def peak_in_subprocess(args, system):
+    command = [sys.executable, "-m", "memory_nmt_tools.benchmark_training", *args.argv, "--measure-peak", system]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"--measure-peak {system} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"]
+
+
+def flops_per_target_token(trainer, batches, args) -> float:
+    """Matrix-product and attention FLOPs per target token over ``args.updates`` updates."""
+    totals = {}
+    with ArithmeticCounter() as counter:
+        train_updates(trainer, batches, args.updates, args.device, totals)
+    return counter.flops / totals["target"]
+
+
+def profile(system, trainer, batches, args):
+    """Where ``args.updates`` more updates of ``trainer`` spend their time: the named parts of
+    a training step (fairseq's and the criterion's), then torch.profiler's top operators."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if args.device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    totals = {}
+    with torch.profiler.profile(activities=activities) as profiler:
+        seconds = train_updates(trainer, batches, args.updates, args.device, totals)
+    averages = {event.key: event for event in profiler.key_averages()}
+    print(f"\nprofile of {systems_of(args)[system][0]}: {args.updates} updates, {seconds:.2f} s, {totals['target']} "
+          f"target tokens, {totals['passes']} forward passes")
+    print(f"  {'part of the step':<36}{'calls':>7}{'cpu s':>9}{'share':>8}" + ("  cuda s" if args.device == "cuda" else ""))
+    for region in REGIONS:
+        if region in averages:
+            event = averages[region]
+            row = f"  {region:<36}{event.count:>7}{event.cpu_time_total / 1e6:>9.2f}{event.cpu_time_total / 1e6 / seconds:>8.1%}"
+            if args.device == "cuda":
+                row += f"{event.device_time_total / 1e6:>8.2f}"
+            print(row)
+    sort = "self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total"
+    print(profiler.key_averages().table(sort_by=sort, row_limit=12))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.getLogger().setLevel(logging.WARNING)  # fairseq's INFO lines would bury the table
+    data = binarized_documents(args)
+    if args.measure_peak:
+        return measure_peak(args)
+    systems = systems_of(args)
+    trainers = {system: trainer_of(system, data, args) for system in systems}
+    batches = {system: Batches(trainer) for system, trainer in trainers.items()}
+    for system, trainer in trainers.items():
+        train_updates(trainer, batches[system], args.warmup, args.device)
+    seconds = dict.fromkeys(systems, 0.0)
+    totals = {system: {} for system in systems}
+    for _ in range(args.repeats):
+        for system, trainer in trainers.items():
+            seconds[system] += train_updates(trainer, batches[system], args.updates, args.device, totals[system])
+    peaks = {system: peak_in_subprocess(args, system) for system in systems}
+    flops = {system: flops_per_target_token(trainer, batches[system], args) for system, trainer in trainers.items()}
+
+    embed, ffn, heads, layers = SIZES[args.size]
+    threads = f", {torch.get_num_threads()} threads" if args.device == "cpu" else ""
+    gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""
+    precision = "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32"
+    print(f"device {args.device}{gpu}{threads}, {precision}; torch {torch.__version__}, fairseq {fairseq.__version__}")
+    documents = args.data or f"{args.documents} synthetic documents"
+    print(f"model {embed}/{ffn}, {heads} heads, {layers}+{layers} layers ({args.size}); "
+          f"{documents}; --max-tokens {args.max_tokens}; document task: --optimization-window "
+          f"{args.optimization_window}, --passes-per-step {args.passes_per_step}")
+    print(f"{args.repeats} alternating rounds of {args.updates} updates each, after {args.warmup} warm-up updates; "
+          f"peak = {peak_name(args.device)} over {args.updates} updates, a fresh process each; "
+          f"FLOPs of matrix products and attention over {args.updates} more updates\n")
+    print("memory: transformer_recurrent_memory with --gradient-reach K, its gradient recomputed across "
+          "windows unless 'drop'; 'x plain' columns: tokens/s and peak memory over the transformer's\n")
+    header = ("model", "tgt tok/s", "x plain", "real tok/pass", "padding", "passes/upd", "peak MiB", "x plain",
+              "MFLOP/tgt tok")
+    print(f"  {header[0]:<32}" + "".join(f"{h:>14}" for h in header[1:]))
+    rate = {system: totals[system]["target"] / seconds[system] for system in systems}
+    for system, (label, _) in systems.items():
+        t = totals[system]
+        row = (f"{rate[system]:.0f}", f"{rate[system] / rate['plain']:.3f}", f"{t['real'] / t['passes']:.0f}",
+               f"{1 - t['real'] / t['padded']:.3f}", f"{t['passes'] / (args.repeats * args.updates):.2f}",
+               f"{peaks[system] / MiB:.1f}", f"{peaks[system] / peaks['plain']:.3f}", f"{flops[system] / 1e6:.2f}")
+        print(f"  {label:<32}" + "".join(f"{cell:>14}" for cell in row))
+    print(f"\n  ratio {systems['memory'][0]}/plain: tokens/s {rate['memory'] / rate['plain']:.3f} (target >= 0.8), "
+          f"peak memory {peaks['memory'] / peaks['plain']:.3f} (target <= 1.2)")
+    print(f"  of which the document batches: {rate['plain_documents'] / rate['plain']:.3f}, "
+          f"the memory: {rate['memory'] / rate['plain_documents']:.3f} (tokens/s ratios)")
+    arithmetic = flops["memory"] / flops["plain"]
+    print(f"  arithmetic per target token memory/plain: {arithmetic:.2f}, so at equal FLOP rates "
+          f"tokens/s {1 / arithmetic:.3f} at most")
+    if "memory_reach0" in systems:
+        print(f"  of that arithmetic over the document batches' ({flops['memory'] / flops['plain_documents']:.2f}): "
+              f"reading and writing the memory (reach 0) {flops['memory_reach0'] / flops['plain_documents']:.2f}, "
+              f"then the gradient to earlier sentences {flops['memory'] / flops['memory_reach0']:.2f}")
+    if args.profile:
+        for system, trainer in trainers.items():
+            profile(system, trainer, batches[system], args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,416 @@
+"""Document-level systems side by side on the same documents: quality, context accuracy, speed, memory.
+
+For every ``--system NAME=CHECKPOINT`` (any system of the plugin, or fairseq's plain
+``transformer``, which the document task runs sentence by sentence), on the same binarized data:
+
+1. translates ``--gen-subset`` with fairseq-generate (``--task document_translation``, the same
+   ``--beam`` for every system, and by default the same batches: ``--batch-size`` documents
+   each; ``--max-tokens`` instead counts the previous sentences a system reads with each
+   sentence, so a concatenation model's batches then hold fewer documents), keeps its output
+   and log in WORKDIR/generate-NAME.{txt,log}, scores s-BLEU and d-BLEU with sacrebleu
+   (``document_bleu.py``), and reads fairseq's own speed: sentences/s over its inference steps;
+2. with ``--contrastive FORMAT FILE...``, scores contrastive items in context
+   (``contrastive_eval.py``): accuracy overall and by antecedent distance;
+3. decodes single documents of ``--lengths`` sentences (the split's source sentences in corpus
+   order, repeated as needed), each in a fresh process, and measures the peak memory while
+   decoding (``peak_memory.py``) and the time per sentence.
+
+``--model-overrides NAME=DICT`` decodes system NAME with options other than its checkpoint's, as
+fairseq's ``--model-overrides`` does: the same checkpoint twice under two names shows, say, how the
+local+global model's cost grows with its chunks (``--system lg=CKPT --system lg-5=CKPT
+--model-overrides "lg-5={'chunk_sentences': 5}"``).
+
+Prints one table, a row per system; ``--json FILE`` writes every figure, ``--plot FILE`` draws
+them. Times are comparable within one run on one machine only.
+
+    python scripts/compare_systems.py --data quickstart/data-bin \\
+        --system sentence=quickstart/checkpoints/sentence/checkpoint_best.pt \\
+        --system concat=quickstart/checkpoints/concat/checkpoint_best.pt \\
+        --system memory=quickstart/checkpoints/memory/checkpoint_best.pt \\
+        --system amn=quickstart/checkpoints/amn/checkpoint_best.pt \\
+        --system local_global=quickstart/checkpoints/local_global/checkpoint_best.pt \\
+        --contrastive voita quickstart/contrastive.json --cpu --plot compare.png
+"""
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+
+from .document_bleu import read_docids, score_documents
+from .generate_texts import read_hypotheses, read_references
+from .text_files import TextFileError
+
+PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
+
+SPEED_LINE = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
+MiB = 2**20
+
+
+class ComparisonError(RuntimeError):
+    """A step failed; the message names the system, the command or file, and what went wrong."""
+
+
+def parse_system(spec):
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"{spec!r}: give NAME=CHECKPOINT, e.g. memory=checkpoints/checkpoint_best.pt")
+    if not Path(path).is_file():
+        raise argparse.ArgumentTypeError(f"{spec!r}: no checkpoint file {path}")
+    return name, path
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--data", required=True, help="the binarized data (fairseq-preprocess output with .docids)")
+    parser.add_argument("--system", dest="systems", type=parse_system, action="append", required=True,
+                        metavar="NAME=CHECKPOINT", help="a system to compare (repeat); NAME labels its row")
+    parser.add_argument("--gen-subset", default="test", help="the split to translate (default: test)")
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, help="documents per batch, the same batches for "
+                        "every system (default: 32 unless --max-tokens)")
+    parser.add_argument("--max-tokens", type=int, help="tokens per sentence step, counting the "
+                        "context each system reads")
+    parser.add_argument("--generate-args", default="", help="more fairseq-generate options for every "
+                        "system, e.g. \"--post-process subword_nmt --tokenizer moses\"")
+    parser.add_argument("--reference", help="raw reference of the split, one sentence a line, to "
+                        "score against instead of the T- lines (e.g. the untokenized text)")
+    parser.add_argument("--docids", help="document index of the split (default: DATA/SPLIT.*.docids)")
+    parser.add_argument("--contrastive", nargs="+", metavar="FORMAT FILE",
+                        help="a contrastive test set: its format (contrapro, bawden, context-files, "
+                        "voita, voita-lines; see contrastive_eval.py) and its files")
+    parser.add_argument("--context-size", type=int, default=1, help="context lines per candidate "
+                        "line of the contrastive context files (default 1)")
+    parser.add_argument("--group-size", type=int, help="candidates per contrastive item "
+                        "(context-files, voita-lines)")
+    parser.add_argument("--moses", action="store_true", help="Moses-tokenize the contrastive text first")
+    parser.add_argument("--bpe-codes", help="apply these BPE codes to the contrastive text first")
+    parser.add_argument("--lengths", default="10,100,1000",
+                        help="sentences of the documents whose decoding peak memory is measured")
+    parser.add_argument("--cpu", action="store_true", help="decode on the CPU even if there is a GPU")
+    parser.add_argument("--fp16", action="store_true", help="decode in half precision (GPU)")
+    parser.add_argument("--workdir", type=Path, help="keep the generate outputs here (default: a "
+                        "temporary directory)")
+    parser.add_argument("--json", type=Path, help="write every figure to this file")
+    parser.add_argument("--plot", type=Path, help="draw the comparison to this image file")
+    parser.add_argument("--model-overrides", dest="overrides", type=parse_overrides, action="append", default=[],
+                        metavar="NAME=DICT", help="decode system NAME with these options instead of its "
+                        "checkpoint's, a Python dict as fairseq's --model-overrides takes (repeat)")
+    parser.add_argument("--measure", type=parse_system, help=argparse.SUPPRESS)
+    parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.max_tokens is None and args.batch_size is None:
+        args.batch_size = 32
+    try:
+        args.lengths = [int(n) for n in args.lengths.split(",") if n]
+    except ValueError:
+        parser.error(f"--lengths {args.lengths!r}: give numbers of sentences, e.g. 10,100,1000")
+    if any(n < 1 for n in args.lengths):
+        parser.error("--lengths: every document needs at least one sentence")
+    names = [name for name, _ in args.systems]
+    if len(set(names)) != len(names):
+        parser.error(f"--system names must differ: {', '.join(names)}")
+    unknown = [name for name, _ in args.overrides if name not in names]
+    if unknown:
+        parser.error(f"--model-overrides {unknown[0]}=...: no --system is named {unknown[0]}")
+    args.overrides = dict(args.overrides)
+    for option, path in (("--reference", args.reference), ("--docids", args.docids), ("--bpe-codes", args.bpe_codes)):
+        if path is not None and not Path(path).is_file():
+            parser.error(f"{option} {path}: no such file")
+    return args
+
+
+def parse_overrides(spec):
+    """``NAME=DICT`` -> (NAME, the dict), checked as fairseq will read it."""
+    import ast
+
+    name, sep, text = spec.partition("=")
+    try:
+        overrides = ast.literal_eval(text) if sep and name else None
+    except (ValueError, SyntaxError):
+        overrides = None
+    if not isinstance(overrides, dict):
+        raise argparse.ArgumentTypeError(
+            f"{spec!r}: give NAME=DICT, e.g. \"lg-5={{'chunk_sentences': 5}}\" (a Python dict of model options)"
+        )
+    return name, overrides
+
+
+def decoding_options(args, name, path):
+    """fairseq-generate's options for system ``name`` (checkpoint ``path``): those shared by every
+    system, and its ``--model-overrides``."""
+    options = ["--user-dir", str(PLUGIN), "--task", "document_translation", "--path", path,
+               "--gen-subset", args.gen_subset, "--beam", str(args.beam)]
+    if name in args.overrides:
+        options += ["--model-overrides", repr(args.overrides[name])]
+    if args.max_tokens is not None:
+        options += ["--max-tokens", str(args.max_tokens)]
+    if args.batch_size is not None:
+        options += ["--batch-size", str(args.batch_size)]
+    options += ["--cpu"] * args.cpu + ["--fp16"] * args.fp16
+    return options + shlex.split(args.generate_args)
+
+
+def docids_path(args):
+    if args.docids:
+        return args.docids
+    found = sorted(Path(args.data).glob(f"{args.gen_subset}.*.docids"))
+    if len(found) != 1:
+        raise ComparisonError(
+            f"{args.data}: expected one {args.gen_subset}.SRC-TGT.docids, found {len(found)}; give --docids"
+        )
+    return str(found[0])
+
+
+def translate(args, name, path, workdir, docids):
+    """BLEU and speed of one system on the split, from fairseq-generate's output."""
+    output = workdir / f"generate-{name}.txt"
+    command = [sys.executable, "-m", "fairseq_cli.generate", args.data, *decoding_options(args, name, path)]
+    print(f"\n==> {name}: translating {args.gen_subset}\n{shlex.join(command)}", file=sys.stderr, flush=True)
+    done = subprocess.run(command, capture_output=True, text=True)
+    output.write_text(done.stdout, encoding="utf-8")
+    log = output.with_suffix(".log")
+    log.write_text(done.stderr, encoding="utf-8")
+    if done.returncode:
+        raise ComparisonError(f"{name}: fairseq-generate failed (its log: {log}):\n{done.stderr[-3000:]}")
+    speed = SPEED_LINE.search(done.stdout + done.stderr)
+    if speed is None:
+        raise ComparisonError(f"{name}: fairseq-generate printed no 'Translated ... sentences/s' line ({log})")
+    hypotheses = read_hypotheses(str(output), len(docids))
+    references = read_references(str(output), len(docids), args.reference)
+    bleu = score_documents(hypotheses, references, docids)
+    return {**bleu, "sentences_per_second": float(speed[4]), "generate_output": str(output)}
+
+
+def contrastive_options(args):
+    """contrastive_eval.py's options, from ours."""
+    return SimpleNamespace(
+        format=args.contrastive[0], files=args.contrastive[1:], context_size=args.context_size,
+        group_size=args.group_size, moses=args.moses, bpe_codes=args.bpe_codes, max_tokens=4096,
+    )
+
+
+def contrastive_items(args):
+    """The items of ``--contrastive FORMAT FILE...``, or None without it."""
+    if not args.contrastive:
+        return None
+    from . import contrastive_eval
+
+    expected = contrastive_eval.FILES.get(args.contrastive[0])
+    if expected is None or len(args.contrastive) - 1 != len(expected):
+        raise ComparisonError(
+            f"--contrastive {' '.join(args.contrastive)}: give a format and its files: "
+            + "; ".join(f"{name} {' '.join(files)}" for name, files in contrastive_eval.FILES.items())
+        )
+    with contrastive_errors():
+        return contrastive_eval.read_items(contrastive_options(args))
+
+
+def contrastive_accuracy(args, name, path, items):
+    """{distance or "all": (right, total)} of system ``name``'s contrastive items, or None without items."""
+    if items is None:
+        return None
+    from . import contrastive_eval
+    import torch
+
+    use_cuda = torch.cuda.is_available() and not args.cpu
+    with contrastive_errors():
+        return contrastive_eval.evaluate(
+            path, args.data, items, contrastive_options(args), use_cuda, args.overrides.get(name)
+        )[1]
+
+
+@contextmanager
+def contrastive_errors():
+    from memory_nmt.evaluation.contrastive import ContrastiveDataError
+
+    try:
+        yield
+    except ContrastiveDataError as error:
+        raise ComparisonError(f"--contrastive: {error}") from None
+
+
+def measure_in_subprocess(args, name, path, length):
+    command = [sys.executable, "-m", "memory_nmt_tools.compare_systems", *args.argv,
+               "--measure", f"{name}={path}", "--length", str(length)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise ComparisonError(f"{name}: measuring a {length}-sentence document failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(args):
+    """(In the child process.) Peak memory and seconds per sentence of decoding one document of
+    ``--length`` sentences with ``--measure``'s checkpoint, as fairseq-generate decodes, after a
+    two-sentence warm-up document."""
+    import torch
+    from fairseq import checkpoint_utils, options, tasks, utils
+    from fairseq.data import LanguagePairDataset
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from memory_nmt.benchmarks.peak_memory import peak_since, start_peak
+    from memory_nmt.pipeline.data import Document, DocumentDataset
+
+    name, path = args.measure
+    parser = options.get_generation_parser()
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, [args.data, *decoding_options(args, name, path)]))
+    utils.import_user_module(cfg.common)
+    task = tasks.setup_task(cfg.task)
+    (model,), _ = checkpoint_utils.load_model_ensemble([path], arg_overrides=args.overrides.get(name), task=task)
+    device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
+    model = model.half() if args.fp16 else model
+    model.eval().to(device)
+    generator = task.build_generator([model], cfg.generation)
+    task.load_dataset(args.gen_subset)
+    sources = task.dataset(args.gen_subset).pairs.src
+    max_positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+
+    def decode(length, stream):
+        sentences = [sources[i % len(sources)] for i in range(length)]
+        pairs = LanguagePairDataset(sentences, [s.numel() for s in sentences], task.source_dictionary)
+        dataset = DocumentDataset(pairs, [Document(stream, 0, length)], stream, "(repeated source sentences)")
+        batches = task.get_batch_iterator(
+            dataset, max_tokens=cfg.dataset.max_tokens, max_sentences=cfg.dataset.batch_size,
+            max_positions=max_positions,
+        ).next_epoch_itr(shuffle=False)
+        for sample in batches:
+            task.inference_step(generator, [model], utils.move_to_cuda(sample) if device == "cuda" else sample)
+
+    before = start_peak(device)
+    decode(2, "warm-up")
+    start = time.perf_counter()
+    decode(args.length, "document")
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    print(json.dumps({"peak_bytes": peak_since(device, before), "seconds_per_sentence": seconds / args.length}))
+
+
+def distance_order(key):
+    return (key == "all", int(key) if key.lstrip("-").isdigit() else float("inf"), key)
+
+
+def table(results, lengths):
+    """One row per system: BLEU, contrastive accuracy, speed and peak memory."""
+    distances = sorted({key for r in results.values() for key in (r["contrastive"] or {})}, key=distance_order)
+    columns = [("system", 12, "<"), ("s-BLEU", 7, ">"), ("d-BLEU", 7, ">")]
+    columns += [("ctx " + key if key == "all" else f"d={key}", 7, ">") for key in distances[-1:] + distances[:-1]]
+    columns += [("sent/s", 8, ">")] + [(f"MiB@{n}", 9, ">") for n in lengths] + [(f"ms/sent@{lengths[-1]}", 14, ">")]
+    lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
+    lines.append("-" * len(lines[0]))
+    for name, r in results.items():
+        cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}"]
+        accuracy = r["contrastive"] or {}
+        for key in distances[-1:] + distances[:-1]:
+            right, total = accuracy.get(key, (0, 0))
+            cells.append(f"{100 * right / total:.1f}" if total else "-")
+        cells.append(f"{r['sentences_per_second']:.1f}")
+        cells += [f"{r['long_documents'][n]['peak_bytes'] / MiB:.1f}" for n in lengths]
+        cells.append(f"{1000 * r['long_documents'][lengths[-1]]['seconds_per_sentence']:.1f}")
+        lines.append(" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)))
+    return "\n".join(lines)
+
+
+def legend(results, args, device):
+    first = next(iter(results.values()))
+    items = ""
+    if args.contrastive:
+        counts = next(r["contrastive"] for r in results.values())
+        items = (f"; contrastive: {counts['all'][1]} items of {' '.join(args.contrastive[1:])}, % right "
+                 "overall (ctx all) and by antecedent distance (d=N)")
+    batch = f"--max-tokens {args.max_tokens}" if args.max_tokens else f"--batch-size {args.batch_size}"
+    return (f"{args.gen_subset}: {first['sentences']} sentences in {first['documents']} documents; "
+            f"beam {args.beam}, {batch}, {device}{' fp16' if args.fp16 else ''}{items}.\n"
+            f"sent/s: fairseq-generate's sentences per second; MiB@N: peak memory decoding one N-sentence "
+            f"document (fresh process each); ms/sent: time per sentence of the longest.\n"
+            + "".join(f"{name}: --model-overrides {overrides!r}\n" for name, overrides in args.overrides.items())
+            + f"sacrebleu: {first['signature']}")
+
+
+def plot(results, lengths, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    figure, ((bleu, context), (speed, memory)) = plt.subplots(2, 2, figsize=(11, 8))
+    positions = range(len(names))
+    bleu.bar([p - 0.2 for p in positions], [results[n]["s_bleu"] for n in names], 0.4, label="s-BLEU")
+    bleu.bar([p + 0.2 for p in positions], [results[n]["d_bleu"] for n in names], 0.4, label="d-BLEU")
+    bleu.set_xticks(list(positions), names)
+    bleu.set_title("BLEU")
+    bleu.legend()
+    for name in names:
+        accuracy = results[name]["contrastive"]
+        if accuracy:
+            keys = sorted((k for k in accuracy if k != "all"), key=distance_order)
+            context.plot([int(k) for k in keys], [100 * accuracy[k][0] / accuracy[k][1] for k in keys],
+                         marker="o", label=f"{name} (all {100 * accuracy['all'][0] / accuracy['all'][1]:.1f}%)")
+    context.set_title("contrastive accuracy by antecedent distance")
+    context.set_xlabel("sentences back")
+    context.set_ylabel("% right")
+    if any(results[n]["contrastive"] for n in names):
+        context.legend()
+    speed.bar(list(positions), [results[n]["sentences_per_second"] for n in names])
+    speed.set_xticks(list(positions), names)
+    speed.set_title("decoding speed (sentences/s)")
+    for name in names:
+        memory.plot(lengths, [results[name]["long_documents"][n]["peak_bytes"] / MiB for n in lengths], marker="o", label=name)
+    memory.set_xscale("log")
+    memory.set_ylim(bottom=0)
+    memory.set_title("peak memory decoding one document")
+    memory.set_xlabel("sentences in the document")
+    memory.set_ylabel("MiB")
+    memory.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def compare(args, workdir):
+    docids, items = read_docids(docids_path(args)), contrastive_items(args)  # before translating anything
+    results = {}
+    for name, path in args.systems:
+        results[name] = translate(args, name, path, workdir, docids)
+        print(f"==> {name}: contrastive items and documents of {args.lengths} sentences", file=sys.stderr, flush=True)
+        results[name]["contrastive"] = contrastive_accuracy(args, name, path, items)
+        results[name]["long_documents"] = {n: measure_in_subprocess(args, name, path, n) for n in args.lengths}
+        results[name]["checkpoint"] = path
+        results[name]["model_overrides"] = args.overrides.get(name)
+    return results
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.measure:
+        return measure(args)
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
+    with tempfile.TemporaryDirectory() as temporary:
+        workdir = args.workdir or Path(temporary)
+        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            results = compare(args, workdir)
+        except (ComparisonError, TextFileError) as error:
+            sys.exit(f"error: {error}")
+    print(f"\n{table(results, args.lengths)}\n\n{legend(results, args, device)}")
+    if args.json:
+        args.json.write_text(json.dumps({"device": device, "systems": results}, indent=2, sort_keys=True) + "\n")
+    if args.plot:
+        plot(results, args.lengths, args.plot)
+        print(f"plot: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

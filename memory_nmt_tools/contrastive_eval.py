@@ -1,0 +1,195 @@
+"""Contrastive accuracy in context of a document-level model, and of a sentence-level model beside it.
+
+For every test item, the item's preceding source sentences and their reference translations go
+through the model first (its context carried as in training: the memory, or the previous
+sentences a concatenation model reads), then every candidate translation
+of the current sentence is scored (sum of token log-probabilities, end of sentence included);
+an item is right when its correct candidate scores strictly best. Items are read by
+``memory_nmt.evaluation.contrastive`` from one of these layouts (FILES in this order):
+
+  contrapro      JSON CONTEXT_SRC TEXT_SRC CONTEXT_TGT TEXT_TGT   contrapro.json and the files
+                 its json2text_and_context.pl writes (--context-size as given to it, default 1)
+  bawden         PREV_SRC CURRENT_SRC PREV_TGT CURRENT_TGT       Bawden et al. 2018: correct and
+                 contrastive candidate on consecutive lines
+  context-files  CONTEXT_SRC SRC CONTEXT_TGT TGT                 one candidate a line, grouped by
+                 --group-size or by equal source and context, correct first
+  voita          JSON                                            Voita et al. 2019 consistency set
+  voita-lines    SRC DST                                         its scoring_data files (" _eos "
+                 joins context and current sentence), grouped like context-files
+
+Prints accuracy overall and by distance (antecedent distance, or Voita's ctx_dist) for the
+document-level model (--path, any system of the plugin) and, with --sentence-model, for a
+sentence-level fairseq ``transformer`` scored on the same candidates without context, each
+labelled by its checkpoint's architecture. ``--json`` prints the same as JSON. Text is fed
+to the models as it is in the files unless --moses and/or --bpe-codes preprocess it the way
+scripts/prepare_documents.py preprocessed the training data.
+
+    python scripts/contrastive_eval.py --path checkpoints/memory/checkpoint_best.pt \\
+        --data data-bin --sentence-model checkpoints/sentence/checkpoint_best.pt \\
+        --format voita deixis_test.json --bpe-codes bpe.codes
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import memory_nmt  # noqa: F401  (registers the plugin; lets fairseq load checkpoints)
+from memory_nmt.evaluation import contrastive
+
+from .text_files import TextFileError
+
+FILES = {
+    "contrapro": ["JSON", "CONTEXT_SRC", "TEXT_SRC", "CONTEXT_TGT", "TEXT_TGT"],
+    "bawden": ["PREV_SRC", "CURRENT_SRC", "PREV_TGT", "CURRENT_TGT"],
+    "context-files": ["CONTEXT_SRC", "SRC", "CONTEXT_TGT", "TGT"],
+    "voita": ["JSON"],
+    "voita-lines": ["SRC", "DST"],
+}
+
+
+def read_items(args):
+    files = args.files
+    if args.format == "contrapro":
+        sizes, distances = contrastive.contrapro_groups(files[0])
+        return contrastive.read_context_files(*files[1:], context_size=args.context_size,
+                                              group_sizes=sizes, distances=distances)
+    if args.format in ("bawden", "context-files"):
+        size = 2 if args.format == "bawden" else args.group_size
+        return contrastive.read_context_files(*files, context_size=args.context_size, group_size=size)
+    if args.format == "voita":
+        return contrastive.read_voita_json(files[0])
+    return contrastive.read_joined_lines(*files, group_size=args.group_size)
+
+
+def preprocessed(items, args, source_lang, target_lang):
+    """The items with Moses tokenization and BPE applied, as prepare_documents.py applies them."""
+    if not args.moses and not args.bpe_codes:
+        return items
+    from .prepare_documents import apply_bpe, tokenize
+
+    def process(sentences, lang):
+        unique = sorted(set(sentences))
+        done = unique
+        if args.moses:
+            done = tokenize(done, lang, SimpleNamespace(moses_no_dash_splits=False, moses_no_escape=False))
+        if args.bpe_codes:
+            done = apply_bpe(done, args.bpe_codes)
+        return dict(zip(unique, done))
+
+    sources = process([s for i in items for s in (*i.context_source, i.source)], source_lang)
+    targets = process([t for i in items for t in (*i.context_target, *i.candidates)], target_lang)
+    return [item.mapped(sources.__getitem__, targets.__getitem__) for item in items]
+
+
+def load(path, data, use_cuda, model_overrides=None):
+    """The checkpoint's model, its task, and its architecture's name (which labels its results);
+    ``model_overrides`` replaces options the checkpoint was trained with, as fairseq's --model-overrides."""
+    from fairseq import checkpoint_utils
+
+    overrides = {**(model_overrides or {}), **({"data": str(data)} if data else {})}
+    (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=overrides)
+    return (model.cuda() if use_cuda else model), task, cfg.model._name
+
+
+def evaluate(path, data, items, args, use_cuda, model_overrides=None):
+    """(architecture, accuracy) of the checkpoint at ``path`` on ``items``."""
+    from tqdm import tqdm
+
+    model, task, architecture = load(path, data, use_cuda, model_overrides)
+    model_items = preprocessed(items, args, task.cfg.source_lang, task.cfg.target_lang)
+    scores = contrastive.score_items(
+        model, task, model_items, max_tokens=args.max_tokens,
+        progress=lambda batches: tqdm(batches, desc=f"scoring with {path}", disable=None, file=sys.stderr),
+    )
+    return architecture, contrastive.accuracy(items, scores)
+
+
+def distance_order(key):
+    return (key == "all", int(key) if key.lstrip("-").isdigit() else float("inf"), key)
+
+
+def table(results):
+    """results: model name -> accuracy dict."""
+    keys = sorted({k for accuracy in results.values() for k in accuracy}, key=distance_order)
+    header = f"{'distance':<10}" + "".join(f"{name:>24}" for name in results)
+    lines = [header, "-" * len(header)]
+    for key in keys:
+        cells = []
+        for accuracy in results.values():
+            right, total = accuracy.get(key, (0, 0))
+            cells.append(f"{100 * right / total:6.1f}% ({right}/{total})" if total else "-")
+        lines.append(f"{key:<10}" + "".join(f"{cell:>24}" for cell in cells))
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--path", required=True, help="checkpoint of a document-level model")
+    parser.add_argument("--data", help="data-bin directory with its dictionaries (default: the checkpoint's)")
+    parser.add_argument("--sentence-model", help="checkpoint of a sentence-level model to score beside it")
+    parser.add_argument("--sentence-data", help="the sentence model's data-bin (default: --data)")
+    parser.add_argument("--format", required=True, choices=sorted(FILES))
+    parser.add_argument("files", nargs="+", metavar="FILE", help="the test set's files, see below")
+    parser.add_argument("--context-size", type=int, default=1,
+                        help="context lines per candidate line in the context files (default 1)")
+    parser.add_argument("--group-size", type=int,
+                        help="candidates per item (context-files, voita-lines); default: "
+                        "consecutive lines with equal source and context")
+    parser.add_argument("--moses", action="store_true",
+                        help="Moses-tokenize the text first (sacremoses, fairseq's defaults)")
+    parser.add_argument("--bpe-codes", help="apply these subword-nmt BPE codes to the text first")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch")
+    parser.add_argument("--cpu", action="store_true", help="do not use a GPU even if there is one")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    if len(args.files) != len(FILES[args.format]):
+        parser.error(f"--format {args.format} takes {len(FILES[args.format])} files: "
+                     + " ".join(FILES[args.format]))
+    if args.group_size is not None and args.format not in ("context-files", "voita-lines"):
+        parser.error("--group-size applies to --format context-files and voita-lines")
+    if args.group_size is not None and args.group_size < 2 or args.context_size < 1:
+        parser.error("--group-size must be at least 2 and --context-size at least 1")
+    inputs = [("--path", args.path, "file"), ("--sentence-model", args.sentence_model, "file"),
+              ("--data", args.data, "directory"), ("--sentence-data", args.sentence_data, "directory"),
+              ("--bpe-codes", args.bpe_codes, "file")]
+    for option, path, kind in inputs:  # before the first model scores every item
+        if path is not None and not (Path(path).is_dir() if kind == "directory" else Path(path).is_file()):
+            parser.error(f"{option} {path}: no such {kind}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import torch
+
+    use_cuda = torch.cuda.is_available() and not args.cpu
+    try:
+        items = read_items(args)
+        if not items:
+            raise contrastive.ContrastiveDataError(f"{args.files[0]}: no test items")
+        architecture, accuracy = evaluate(args.path, args.data, items, args, use_cuda)
+        results = {architecture: accuracy}
+        if args.sentence_model:
+            architecture, accuracy = evaluate(
+                args.sentence_model, args.sentence_data or args.data, items, args, use_cuda
+            )
+            results[f"{architecture} (--sentence-model)" if architecture in results else architecture] = accuracy
+    except (contrastive.ContrastiveDataError, TextFileError) as error:
+        sys.exit(f"error: {error}")
+    if args.json:
+        print(json.dumps({
+            name: {key: {"right": r, "total": t, "accuracy": r / t} for key, (r, t) in accuracy.items()}
+            for name, accuracy in results.items()
+        }, indent=2, sort_keys=True))
+    else:
+        print(f"{len(items)} items ({args.format}: {' '.join(args.files)}); an item is right when "
+              "its correct candidate has the highest summed log-probability")
+        print(table(results))
+
+
+if __name__ == "__main__":
+    main()
