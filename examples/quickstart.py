@@ -20,16 +20,14 @@ import argparse
 import collections
 import json
 import logging
-import os
 import re
-import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from memory_nmt.evaluation.synthetic import context_accuracy, contrastive_items, generate_documents, write_documents
 from memory_nmt_tools.document_bleu import score_documents
+from memory_nmt_tools.experiments import MODEL_ARGS, StepError, fairseq_command, preprocess, run_echoing, skip
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "memory_nmt"
@@ -39,13 +37,6 @@ SPLIT_SEED_OFFSET = {"train": 0, "valid": 1000, "test": 2000}
 EPOCHS = 6
 MAX_TOKENS = 512
 WINDOW = "2-4"  # sentence steps per update of the document models
-MODEL_ARGS = [
-    "--encoder-layers", "2", "--decoder-layers", "2",
-    "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
-    "--encoder-ffn-embed-dim", "256", "--decoder-ffn-embed-dim", "256",
-    "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
-    "--share-all-embeddings", "--dropout", "0.1",
-]
 TRAINING_ARGS = [
     "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
     "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
@@ -83,44 +74,6 @@ GENERATE_LINE = re.compile(r"[STHDP]-\d+\t")
 HYPOTHESIS_LINE = re.compile(r"H-(\d+)\t[^\t]*\t(.*)")
 
 
-class StepError(RuntimeError):
-    """A step failed; the message names the command or file and what went wrong."""
-
-
-def fairseq_command(tool):
-    return [sys.executable, "-m", f"fairseq_cli.{tool}"]
-
-
-def run(title, command, log_path, show=lambda line: True):
-    """Run ``command``, echoing the lines ``show`` accepts, and keep its whole output in
-    ``log_path`` (written only if it succeeds, so an existing log marks a finished step)."""
-    print(f"\n==> {title}\n{shlex.join(command)}\n", flush=True)
-    partial = log_path.with_name(log_path.name + ".partial")
-    tail = collections.deque(maxlen=30)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with open(partial, "w", encoding="utf-8") as log, subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    ) as process:
-        for line in process.stdout:
-            log.write(line)
-            tail.append(line)
-            if show(line):
-                print(line, end="", flush=True)
-    if process.returncode != 0:
-        raise StepError(
-            f"{title} failed with exit status {process.returncode}:\n  {shlex.join(command)}\n"
-            f"last lines of its output (all of it in {partial}):\n{''.join(tail)}"
-        )
-    partial.rename(log_path)
-
-
-def skip(path, what):
-    if path.exists():
-        print(f"\n==> {what}: {path} exists, skipped", flush=True)
-        return True
-    return False
-
-
 def write_corpus(work, documents):
     corpus = work / "corpus"
     if skip(corpus / "test.docids", "writing the corpus"):  # written last
@@ -134,21 +87,6 @@ def write_corpus(work, documents):
     print(f"test: {len(items)} contrastive items in {work / 'contrastive.json'}")
 
 
-def preprocess(work):
-    data = work / "data-bin"
-    if skip(data / "test.en-de.docids", "binarizing"):  # copied last
-        return
-    shutil.rmtree(data, ignore_errors=True)  # fairseq-preprocess refuses an existing dictionary
-    corpus = work / "corpus"
-    run("binarizing the corpus", fairseq_command("preprocess") + [
-        "--source-lang", "en", "--target-lang", "de", "--joined-dictionary",
-        "--trainpref", str(corpus / "train.flat"), "--validpref", str(corpus / "valid.flat"),
-        "--testpref", str(corpus / "test.flat"), "--destdir", str(data), "--workers", "1",
-    ], work / "preprocess.log")
-    for split in SPLITS:
-        shutil.copyfile(corpus / f"{split}.docids", data / f"{split}.en-de.docids")
-
-
 def train(work, model, seed):
     log, title = work / f"train-{model['name']}.log", f"training the {model['name']} model"
     if skip(log, title):
@@ -156,7 +94,7 @@ def train(work, model, seed):
     command = (fairseq_command("train") + [str(work / "data-bin")] + model["task"] + model["train"]
                + MODEL_ARGS + TRAINING_ARGS
                + ["--seed", str(seed), "--save-dir", str(work / "checkpoints" / model["name"])])
-    run(title, command, log)
+    run_echoing(title, command, log)
 
 
 def translate(work, model):
@@ -164,7 +102,7 @@ def translate(work, model):
     output = work / f"generate-{model['name']}.txt"
     title = f"translating the test set with the {model['name']} model"
     if not skip(output, title):
-        run(title, fairseq_command("generate") + [str(work / "data-bin")] + model["task"] + [
+        run_echoing(title, fairseq_command("generate") + [str(work / "data-bin")] + model["task"] + [
             "--path", str(work / "checkpoints" / model["name"] / "checkpoint_best.pt"),
             "--gen-subset", "test", "--beam", "5", "--max-tokens", "2048", "--cpu",
         ], output, show=lambda line: not GENERATE_LINE.match(line))

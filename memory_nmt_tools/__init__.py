@@ -7,11 +7,11 @@ The everyday commands are modules with ``main(argv=None)``, installed as console
 ``compare_systems``, ``benchmark_training`` and ``benchmark_decoding``. Beside them is what they,
 the quickstart and the paper's analyses (``examples/learn_to_remember/``) share: reading text
 files strictly (``text_files.py``) and fairseq-generate output (``generate_texts.py``), and
-running commands as logged, resumable steps (``experiment_steps.py``).
+running fairseq's commands as logged, resumable steps (``experiments.py``).
 
 A package of its own beside the plugin: importing ``memory_nmt`` registers its systems with
 fairseq, which imports fairseq (seconds, and fairseq's log lines on stderr). Importing this
 package imports neither, nor do its modules that need no model (text files, BLEU, preparing
-documents, comparing systems, the steps), so those commands start at once and print only their
-own lines; the others import the plugin themselves.
+documents, comparing systems, the experiments' steps), so those commands start at once and
+print only their own lines; the others import the plugin themselves.
 """

@@ -1,0 +1,104 @@
+"""What the quickstart (``examples/quickstart.py``) and the paper's experiments
+(``examples/learn_to_remember/``) share: running fairseq's command lines as steps, binarizing a
+synthetic corpus, and the quickstart's model size.
+
+A step runs one command and keeps what it produced in a file that is written only once the
+command succeeded (a ``.partial`` file until then), so a rerun skips every step whose file exists
+and resumes an interrupted one; a failed step raises ``StepError`` with the command and the last
+lines of its output. Two ways to run one:
+
+- ``run_echoing`` (the quickstart's): prints the command, echoes the output lines it is asked
+  to, and keeps stdout and stderr together in a log;
+- ``run_saving_stdout`` (the memory-size sweep's and ``long_range_learning.py``'s): prints the
+  command on one line and keeps its stdout as the step's output (a translation, a JSON
+  result), its stderr in a file beside it.
+"""
+import collections
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+TAIL_LINES = 30  # of a failed step's output, in its StepError
+MODEL_ARGS = [  # the quickstart's model: 2+2 layers, 128/256, 4 heads
+    "--encoder-layers", "2", "--decoder-layers", "2",
+    "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
+    "--encoder-ffn-embed-dim", "256", "--decoder-ffn-embed-dim", "256",
+    "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
+    "--share-all-embeddings", "--dropout", "0.1",
+]
+
+
+class StepError(RuntimeError):
+    """A step failed; the message names the command or file and what went wrong."""
+
+
+def step_failed(title, command, returncode, where_output_is):
+    return StepError(
+        f"{title} failed with exit status {returncode}:\n  {shlex.join(command)}\n{where_output_is}"
+    )
+
+
+def fairseq_command(tool):
+    return [sys.executable, "-m", f"fairseq_cli.{tool}"]
+
+
+def run_echoing(title, command, log_path, show=lambda line: True):
+    """Run ``command``, echoing the lines ``show`` accepts, and keep its whole output in
+    ``log_path`` (written only if it succeeds, so an existing log marks a finished step)."""
+    print(f"\n==> {title}\n{shlex.join(command)}\n", flush=True)
+    partial = log_path.with_name(log_path.name + ".partial")
+    tail = collections.deque(maxlen=TAIL_LINES)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(partial, "w", encoding="utf-8") as log, subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    ) as process:
+        for line in process.stdout:
+            log.write(line)
+            tail.append(line)
+            if show(line):
+                print(line, end="", flush=True)
+    if process.returncode != 0:
+        raise step_failed(title, command, process.returncode,
+                          f"last lines of its output (all of it in {partial}):\n{''.join(tail)}")
+    partial.rename(log_path)
+
+
+def run_saving_stdout(title, command, output):
+    """Run ``command``; its stdout goes to ``output``, written only if it succeeds."""
+    print(f"  {title}: {shlex.join(command)}", flush=True)
+    partial = output.with_name(output.name + ".partial")
+    errors = output.with_name(output.name + ".stderr")
+    with open(partial, "w", encoding="utf-8") as out, open(errors, "w", encoding="utf-8") as err:
+        returncode = subprocess.run(command, stdout=out, stderr=err, env=dict(os.environ)).returncode
+    if returncode != 0:
+        tail = (partial.read_text(encoding="utf-8") + errors.read_text(encoding="utf-8")).splitlines()
+        raise step_failed(title, command, returncode,
+                          f"last lines (all in {partial} and {errors}):\n" + "\n".join(tail[-TAIL_LINES:]))
+    partial.rename(output)
+
+
+def skip(path, what):
+    """Whether the step that writes ``path`` is done, saying so if it is."""
+    if path.exists():
+        print(f"\n==> {what}: {path} exists, skipped", flush=True)
+        return True
+    return False
+
+
+def preprocess(work):
+    """Binarize the corpus in WORK/corpus (``synthetic.write_documents``' train, valid and test
+    files) into WORK/data-bin with fairseq-preprocess, each split's .docids beside it."""
+    data = work / "data-bin"
+    if skip(data / "test.en-de.docids", "binarizing"):  # copied last
+        return
+    shutil.rmtree(data, ignore_errors=True)  # fairseq-preprocess refuses an existing dictionary
+    corpus = work / "corpus"
+    run_echoing("binarizing the corpus", fairseq_command("preprocess") + [
+        "--source-lang", "en", "--target-lang", "de", "--joined-dictionary",
+        "--trainpref", str(corpus / "train.flat"), "--validpref", str(corpus / "valid.flat"),
+        "--testpref", str(corpus / "test.flat"), "--destdir", str(data), "--workers", "1",
+    ], work / "preprocess.log")
+    for split in ("train", "valid", "test"):
+        shutil.copyfile(corpus / f"{split}.docids", data / f"{split}.en-de.docids")
