@@ -322,7 +322,7 @@ def check_clis_and_hub_translate_alike(data_bin, checkpoint, model_class, buffer
 
 def load_script(path: Path):
     """The module of a script outside any package (``examples/learn_to_remember/*.py``), imported
-    from its file under its file name, without putting its folder on ``sys.path``."""
+    from its file under its file name, without adding its folder to the import path."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(path.stem, path)
