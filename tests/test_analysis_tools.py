@@ -16,14 +16,14 @@ import torch
 from fairseq import checkpoint_utils
 from sacrebleu.metrics import BLEU
 
-from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, run, save_checkpoint
+from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, load_script, run, save_checkpoint
 
-sys.path.insert(0, str(REPO / "scripts"))
-import bleu_by_position  # noqa: E402
-import long_range_learning  # noqa: E402
-import memory_attention_maps  # noqa: E402
-import memory_information_gain  # noqa: E402
-import memory_size_sweep  # noqa: E402
+ANALYSES = REPO / "examples" / "learn_to_remember"
+bleu_by_position = load_script(ANALYSES / "bleu_by_position.py")
+long_range_learning = load_script(ANALYSES / "long_range_learning.py")
+memory_attention_maps = load_script(ANALYSES / "memory_attention_maps.py")
+memory_information_gain = load_script(ANALYSES / "memory_information_gain.py")
+memory_size_sweep = load_script(ANALYSES / "memory_size_sweep.py")
 
 SIZES = (2, 4)
 FEW_UPDATES = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "200", "--max-update", "2",
@@ -55,7 +55,7 @@ def position_bleu(tmp_path, memory, sentence, *options, sentence_text=None):
     (tmp_path / "memory.txt").write_text(generate_output(memory))
     (tmp_path / "sentence.txt").write_text(sentence_text or generate_output(sentence))
     return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bleu_by_position.py"),
+        [sys.executable, str(ANALYSES / "bleu_by_position.py"),
          "--docids", str(tmp_path / "docids"), "--memory", str(tmp_path / "memory.txt"),
          "--sentence", str(tmp_path / "sentence.txt"), "--bucket", "2",
          "--plot", str(tmp_path / "position.png"), *options],

@@ -1,4 +1,4 @@
-"""Tests of scripts/gradient_reach.py (paper Figure 4) and scripts/cost_vs_length.py (Figure 8).
+"""Tests of examples/learn_to_remember/gradient_reach.py (paper Figure 4) and cost_vs_length.py (Figure 8).
 
 Gradient reach runs on tiny random models over the synthetic ``data_bin`` corpus: a model
 whose Output Attention reads (``make_reads_nonzero``) sends gradient from a sentence's loss to
@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from conftest import REPO, TINY_MODEL, build, make_reads_nonzero, save_checkpoint
+from conftest import REPO, TINY_MODEL, build, load_script, make_reads_nonzero, save_checkpoint
 
-sys.path.insert(0, str(REPO / "scripts"))
-import cost_vs_length  # noqa: E402
-import gradient_reach  # noqa: E402
+ANALYSES = REPO / "examples" / "learn_to_remember"
+cost_vs_length = load_script(ANALYSES / "cost_vs_length.py")
+gradient_reach = load_script(ANALYSES / "gradient_reach.py")
 
 ROW = re.compile(r"^\s*(\d+)(?:-(\d+))?\s+(\d+)\s+(\S+)\s+(\S+)$", re.M)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -76,7 +76,7 @@ def test_blocks_of_max_distance_give_the_gradients_of_the_whole_document(data_bi
 def test_cost_against_length_of_three_models(tmp_path):
     plot = tmp_path / "cost.png"
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "cost_vs_length.py"), "--lengths", "20,60",
+        [sys.executable, str(ANALYSES / "cost_vs_length.py"), "--lengths", "20,60",
          "--sentence-tokens", "10", "--embed-dim", "32", "--ffn-dim", "64", "--heads", "4",
          "--layers", "2", "--memory-size", "4", "--plot", str(plot)],
         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},

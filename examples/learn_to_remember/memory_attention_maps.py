@@ -2,7 +2,7 @@
 
 Loads a trained ``transformer_recurrent_memory`` checkpoint, runs sentences 1..T+1 of one
 document of a split through it with the memory carried as in training (teacher forcing: the
-decoder reads the reference targets; ``model.read_memory`` / ``model.carry_after``), and draws,
+decoder reads the reference targets; ``memory_nmt/evaluation/memory_attention.py``), and draws,
 for one memory layer (the top one of --side unless --layer names another):
 
 - the Update Attention that writes sentence T into the memory: each memory slot's attention
@@ -17,8 +17,8 @@ the source sentence on the encoder side; on the decoder side (the default, as in
 the decoder's input, ``</s>`` then the reference target, state i having read tokens up to i.
 Writes PREFIX-update.png and PREFIX-output.png and prints, per token, the slot it weighs most.
 
-    python scripts/memory_attention_maps.py --path checkpoint.pt --data data-bin --split test \
-        --document DOCID --sentence T --plot-prefix out/maps [--side decoder] [--layer decoder.5]
+    python examples/learn_to_remember/memory_attention_maps.py --path checkpoint.pt --data data-bin \
+        --split test --document DOCID --sentence T --plot-prefix out/maps [--side decoder] [--layer decoder.5]
 """
 import argparse
 import logging
@@ -31,29 +31,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-import memory_nmt  # noqa: E402,F401  (registers the plugin; lets fairseq load checkpoints)
-from fairseq import checkpoint_utils  # noqa: E402
+from memory_nmt.evaluation.memory_attention import (  # noqa: E402
+    AttentionMapError,
+    load_model,
+    teacher_forced_carries,
+)
 from memory_nmt.pipeline.data import DocumentDataError, DocumentDataset  # noqa: E402
 
 SIDES = ("decoder", "encoder")
-
-
-class AttentionMapError(ValueError):
-    """Bad request: the message names the checkpoint, document or layer and what to do."""
-
-
-def load_model(path, data):
-    """The model (eval mode, CPU) and task of a checkpoint, reading data from ``data``."""
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(path)], arg_overrides={"data": str(data)}
-    )
-    model = models[0].eval()
-    if not hasattr(model, "memory_units"):
-        raise AttentionMapError(
-            f"{path} holds a {type(model).__name__}, which has no memory; pass a "
-            "transformer_recurrent_memory checkpoint"
-        )
-    return model, task
 
 
 def choose_layer(model, side, layer):
@@ -96,20 +81,6 @@ def document_sentences(task, split, docid, sentence):
             f"1 <= T <= {document.length - 1}"
         )
     return dataset, list(range(document.first, document.first + sentence + 1))
-
-
-def teacher_forced_carries(model, dataset, indices):
-    """The carry after each sentence: the memory it read and the states each layer recorded."""
-    lanes = torch.tensor([0])
-    carries, carry = [], None
-    with torch.no_grad():
-        for index in indices:
-            sample = dataset.pairs.collater([dataset.pairs[index]])
-            memory = model.read_memory(carry, 1)
-            _, extra = model(**sample["net_input"], memory=memory)
-            carry = model.carry_after(lanes, memory, extra["encoder_out"], extra)
-            carries.append((sample, carry))
-    return carries
 
 
 def sentence_tokens(task, sample, side):

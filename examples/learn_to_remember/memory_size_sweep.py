@@ -8,7 +8,7 @@ the information gain of its Update and Output Attention over a random memory's o
 (``memory_information_gain.py``, mean over the memory layers), and finally prints a table (size,
 s-BLEU, d-BLEU, IG of each attention) and plots BLEU and IG against the size.
 
-    python scripts/memory_size_sweep.py --data data-bin --sentence-checkpoint sent.pt \
+    python examples/learn_to_remember/memory_size_sweep.py --data data-bin --sentence-checkpoint sent.pt \
         --sizes 4,8,16,32 --workdir sweep --train-args "--lr 5e-4 --max-tokens 4096 ..." \
         [--gen-args "--beam 5 --max-tokens 4096"]
 
@@ -24,9 +24,7 @@ rerun resumes an interrupted one (fairseq-train continues from checkpoint_last.p
 """
 import argparse
 import json
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,20 +34,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from memory_nmt_tools.document_bleu import read_docids, score_documents  # noqa: E402
+from memory_nmt_tools.experiments import StepError, run_saving_stdout  # noqa: E402
 from memory_nmt_tools.generate_texts import read_hypotheses, read_references  # noqa: E402
 from memory_nmt_tools.text_files import TextFileError  # noqa: E402
 
-SCRIPTS = Path(__file__).resolve().parent
-PLUGIN = SCRIPTS.parent / "memory_nmt"
+ANALYSES = Path(__file__).resolve().parent  # this folder: the paper's analyses
+PLUGIN = ANALYSES.parents[1] / "memory_nmt"
 SET_BY_SWEEP = ("--memory-size", "--save-dir", "--finetune-from-model", "--user-dir", "--task",
                 "--path", "--gen-subset")
 TRAIN_DEFAULTS = ["--arch", "transformer_recurrent_memory",
                   "--criterion", "document_label_smoothed_cross_entropy"]
-TAIL_LINES = 30
 
 
 class SweepError(RuntimeError):
-    """A step failed or an option is wrong; the message says which and what to do."""
+    """An option is wrong or a file the sweep needs is missing; the message says which and what to do."""
 
 
 def parse_sizes(spec):
@@ -79,28 +77,12 @@ def find_docids(data, split):
     return found[0]
 
 
-def run_step(title, command, output):
-    """Run ``command``; its stdout goes to ``output``, written only if it succeeds."""
-    print(f"  {title}: {shlex.join(command)}", flush=True)
-    partial = output.with_name(output.name + ".partial")
-    errors = output.with_name(output.name + ".stderr")
-    with open(partial, "w", encoding="utf-8") as out, open(errors, "w", encoding="utf-8") as err:
-        returncode = subprocess.run(command, stdout=out, stderr=err, env=dict(os.environ)).returncode
-    if returncode != 0:
-        tail = (partial.read_text(encoding="utf-8") + errors.read_text(encoding="utf-8")).splitlines()
-        raise SweepError(
-            f"{title} failed with exit status {returncode}:\n  {shlex.join(command)}\nlast lines "
-            f"(all in {partial} and {errors}):\n" + "\n".join(tail[-TAIL_LINES:])
-        )
-    partial.rename(output)
-
-
 def train(args, size, directory):
     log = directory / "train.log"
     if log.exists():
         print(f"  training: {log} exists, skipped")
         return
-    run_step(f"training memory size {size}", [
+    run_saving_stdout(f"training memory size {size}", [
         sys.executable, "-m", "fairseq_cli.train", str(args.data), "--user-dir", str(PLUGIN),
         "--task", "document_translation", *TRAIN_DEFAULTS, *passed_args(args.train_args, "--train-args"),
         "--memory-size", str(size), "--finetune-from-model", str(args.sentence_checkpoint),
@@ -119,7 +101,7 @@ def generate(args, size, directory):
             f"{checkpoint} does not exist after training memory size {size} (see "
             f"{directory / 'train.log'}); pass --checkpoint-name of a checkpoint fairseq-train saves"
         )
-    run_step(f"translating {args.split} with memory size {size}", [
+    run_saving_stdout(f"translating {args.split} with memory size {size}", [
         sys.executable, "-m", "fairseq_cli.generate", str(args.data), "--user-dir", str(PLUGIN),
         "--task", "document_translation", "--gen-subset", args.split, "--path", str(checkpoint),
         *passed_args(args.gen_args, "--gen-args"),
@@ -130,8 +112,8 @@ def generate(args, size, directory):
 def measure_information_gain(args, size, directory):
     output = directory / "information_gain.json"
     if not output.exists():
-        run_step(f"information gain of memory size {size}", [
-            sys.executable, str(SCRIPTS / "memory_information_gain.py"), "--path",
+        run_saving_stdout(f"information gain of memory size {size}", [
+            sys.executable, str(ANALYSES / "memory_information_gain.py"), "--path",
             str(directory / "checkpoints" / args.checkpoint_name), "--data", str(args.data),
             "--split", args.split, "--json",
         ], output)
@@ -229,7 +211,7 @@ def main(argv=None):
         passed_args(args.gen_args, "--gen-args")
         docids = read_docids(args.docids or find_docids(args.data, args.split))
         results = [sweep_size(args, size, docids) for size in sizes]
-    except (SweepError, TextFileError) as error:
+    except (SweepError, StepError, TextFileError) as error:
         sys.exit(f"error: {error}")
     plot_path = args.plot or args.workdir / "memory_size_sweep.png"
     print(format_table(results))

@@ -1,6 +1,6 @@
 """How fast the memory model learns long-range context, by how far its training gradient reaches.
 
-    python scripts/long_range_learning.py [--workdir runs/long_range] [--variants drop:1,recompute:1,recompute:2,recompute:4]
+    python examples/learn_to_remember/long_range_learning.py [--workdir runs/long_range] [--variants drop:1,recompute:1,recompute:2,recompute:4]
 
 Synthetic documents (``memory_nmt/evaluation/synthetic.py``) of --min-sentences to
 --max-sentences sentences, in which an ambiguous word's sense ("plant": pflanze or fabrik) is
@@ -30,11 +30,7 @@ import shlex
 import sys
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parent
-ROOT = SCRIPTS.parent
-PLUGIN = ROOT / "memory_nmt"
-sys.path[:0] = [str(ROOT), str(SCRIPTS), str(ROOT / "examples")]
-import matplotlib  # noqa: E402  (before fairseq, whose import leaves the root logger at DEBUG)
+import matplotlib  # before fairseq, whose import leaves the root logger at DEBUG
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -42,8 +38,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from memory_nmt.evaluation import contrastive  # noqa: E402
 from memory_nmt.evaluation.synthetic import contrastive_items, generate_documents, write_documents  # noqa: E402
 from memory_nmt.pipeline.truncation import GRADIENT_ACROSS_WINDOWS  # noqa: E402
-from memory_size_sweep import SweepError, run_step  # noqa: E402
-from quickstart import MODEL_ARGS, StepError, preprocess  # noqa: E402
+from memory_nmt_tools.experiments import MODEL_ARGS, StepError, preprocess, run_saving_stdout  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "memory_nmt"
 
 SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
 TRAINING_ARGS = [
@@ -101,7 +99,7 @@ def train(args, data: Path, directory: Path, across: str, reach: int):
         print(f"  training: {log} exists, skipped")
         return
     directory.mkdir(parents=True, exist_ok=True)
-    run_step(f"training {across}:{reach}", [
+    run_saving_stdout(f"training {across}:{reach}", [
         sys.executable, "-m", "fairseq_cli.train", str(data), "--user-dir", str(PLUGIN), *TRAINING_ARGS,
         *shlex.split(args.model_args),
         "--max-tokens", str(args.max_tokens), "--optimization-window", args.optimization_window,
@@ -119,7 +117,7 @@ def bucket(distance: int, long_range: int) -> str:
 
 def score(args, data: Path, directory: Path, items):
     """{epoch: {bucket: (right, total)}} of every epoch checkpoint, kept in scores.json."""
-    from contrastive_eval import load
+    from memory_nmt_tools.contrastive_eval import load
 
     path = directory / "scores.json"
     scores = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -217,5 +215,5 @@ def main(argv=None):
 if __name__ == "__main__":
     try:
         main()
-    except (SweepError, StepError) as error:
+    except StepError as error:
         sys.exit(f"long_range_learning.py: {error}")

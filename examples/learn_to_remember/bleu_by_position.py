@@ -6,7 +6,7 @@ in their document (1-10, 11-20, ... for --bucket 10), and scores each bucket wit
 corpus BLEU, for each model. Prints a table (positions, sentences, both BLEU scores, their
 difference) and plots both curves and the difference per bucket to a PNG.
 
-    python scripts/bleu_by_position.py --docids data-bin/test.en-de.docids \
+    python examples/learn_to_remember/bleu_by_position.py --docids data-bin/test.en-de.docids \
         --memory gen-memory.txt --sentence gen-sentence.txt --bucket 10 --plot out.png
 
 Reading and validation are document_bleu.py's (generate_texts.py); references are the T-

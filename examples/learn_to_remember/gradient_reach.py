@@ -1,6 +1,6 @@
 """How far back a trained ``transformer_recurrent_memory`` looks: gradient reach (paper section 5.2, Figure 4).
 
-    python scripts/gradient_reach.py --path checkpoint.pt --data data-bin --split test \\
+    python examples/learn_to_remember/gradient_reach.py --path checkpoint.pt --data data-bin --split test \\
         --bucket 10 --max-distance 100 --plot reach.png [--max-documents N] [--device cuda]
 
 Each document of the split is walked sentence by sentence with the memory carried and NOT
@@ -36,7 +36,6 @@ the gradients asked for.
 """
 import argparse
 import logging
-import os
 import sys
 from contextlib import contextmanager
 from typing import Dict, List, Sequence, Tuple
@@ -50,7 +49,6 @@ import torch  # noqa: E402
 from fairseq import checkpoint_utils, utils  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import memory_nmt  # noqa: E402,F401  (registers the plugin; lets fairseq load its checkpoints)
 from memory_nmt.pipeline.data import Document, DocumentDataset  # noqa: E402
 

@@ -8,7 +8,7 @@ without a formula. Here, for a trained ``transformer_recurrent_memory`` checkpoi
   as finetuning from a sentence-level checkpoint starts it (``memory_size_sweep.py`` trains so);
   everything else is the trained model's;
 - each of the two models walks every document of --split sentence by sentence, teacher forced,
-  its own memory carried (``memory_attention_maps.py``'s walk);
+  its own memory carried (``memory_nmt/evaluation/memory_attention.py``'s walk);
 - Update Attention: each slot's attention over the tokens of every sentence that a later
   sentence reads (all but a document's last); Output Attention: each token's attention over the
   slots, for every sentence after a document's first; both averaged over heads;
@@ -17,8 +17,8 @@ without a formula. Here, for a trained ``transformer_recurrent_memory`` checkpoi
   layer: the mean over the rows, and how many rows; ``--json`` prints the same as one object,
   with "update" and "output", the means over the layers (what the sweep tabulates per size).
 
-    python scripts/memory_information_gain.py --path checkpoint.pt --data data-bin --split test \\
-        [--max-documents 100] [--seed 1] [--json]
+    python examples/learn_to_remember/memory_information_gain.py --path checkpoint.pt --data data-bin \\
+        --split test [--max-documents 100] [--seed 1] [--json]
 """
 import argparse
 import copy
@@ -29,7 +29,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from memory_attention_maps import AttentionMapError, load_model, teacher_forced_carries
+from memory_nmt.evaluation.memory_attention import AttentionMapError, load_model, teacher_forced_carries
 from memory_nmt.pipeline.data import DocumentDataError, DocumentDataset
 
 

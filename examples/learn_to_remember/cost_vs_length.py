@@ -1,7 +1,7 @@
 """Decoding time and peak memory against document length (paper Figure 8), three ways.
 
-    OMP_NUM_THREADS=1 python scripts/cost_vs_length.py --plot cost.png            # CPU, 2-4 minutes
-    python scripts/cost_vs_length.py --device cuda --lengths 100,300,1000,3000 --plot cost.png
+    OMP_NUM_THREADS=1 python examples/learn_to_remember/cost_vs_length.py --plot cost.png  # CPU, 2-4 minutes
+    python examples/learn_to_remember/cost_vs_length.py --device cuda --lengths 100,300,1000,3000 --plot cost.png
 
 A document of N tokens is N / --sentence-tokens sentences of random words (as in the paper:
 random source tokens, the model decodes as many target tokens). It is decoded
@@ -33,9 +33,7 @@ On cuda the default model is transformer-base (512/2048, 8 heads, 6+6 layers), b
 import argparse
 import logging
 import multiprocessing
-import os
 import random
-import sys
 import time
 
 import matplotlib
@@ -53,7 +51,6 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa
 # lanes have no padding elsewhere): importing it now keeps a one-time import out of its peak.
 import torch.fx.experimental.symbolic_shapes  # noqa: E402,F401
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memory_nmt_tools.benchmark_decoding import (  # noqa: E402
     build_models,
     decode,
