@@ -11,7 +11,13 @@
   and the ``two_rate_inverse_sqrt`` scheduler for the parameters a system adds
   (``context_parameters.py``). fairseq's plain ``transformer`` runs in the pipeline as the
   sentence-level system.
-- ``evaluation/``: contrastive scoring in context and the synthetic test documents.
+- ``evaluation/``: contrastive scoring in context, the synthetic test documents, and the
+  teacher-forced walk of the paper's attention analyses.
+- ``benchmarks/``: the arithmetic (FLOPs) and the peak memory of a stretch of work, for the speed
+  and memory measurements.
+
+The command lines, and the code they share that needs no model, are ``memory_nmt_tools``, a
+package beside this one (importing it imports no fairseq).
 
 Importing the package registers the systems, task, criterion and scheduler with fairseq, makes
 fairseq's checkpoints loadable under torch >= 2.6 (``checkpoint_loading.py``), and lets
