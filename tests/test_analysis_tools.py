@@ -336,7 +336,7 @@ def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path
         assert all(sum(total for _, total in counts.values()) == sense_words for counts in by_epoch.values())
         across, reach = variant.split(":")
         state = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / f"{across}-{reach}" / "checkpoints" / "checkpoint2.pt"))
-        assert (state["cfg"]["task"].gradient_across_windows, state["cfg"]["task"].gradient_reach) == (across, int(reach))
+        assert (state["cfg"]["criterion"].gradient_across_windows, state["cfg"]["criterion"].gradient_reach) == (across, int(reach))
     assert (tmp_path / "long_range.png").stat().st_size > 0
     capsys.readouterr()
     assert long_range_learning.main(argv) == results
