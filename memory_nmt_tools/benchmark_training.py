@@ -36,7 +36,7 @@ adds on top.
 named parts of a step (forward, the memory's Update Attention in "sentence context", "gradient
 to the previous sentence", backward, optimizer, ...) and torch.profiler's top operators.
 
-CPU (the README's settings: the quickstart's 128/256 model and documents, --max-tokens 512;
+CPU (the settings of docs/speed.md: the quickstart's 128/256 model and documents, --max-tokens 512;
 about a minute), and on real documents binarized by a recipe (its WORK_DIR/data-bin):
     python scripts/benchmark_training.py [--profile]
     python scripts/benchmark_training.py --data WORK_DIR/data-bin --size medium --max-tokens 2048

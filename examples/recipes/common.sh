@@ -56,7 +56,7 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${MEMORY_ARCH:=transformer_recurrent_memory}"
 : "${MEMORY_LR:=3e-4}" "${PRETRAINED_LR:=6e-5}" "${MEMORY_WARMUP:=1000}" "${MEMORY_DROPOUT:=0.2}"
 : "${OPTIMIZATION_WINDOW:=full}"        # sentence steps per update (paper section 5.3)
-: "${PASSES_PER_STEP:=3}"               # forward passes per sentence step: less padding (README: Speed)
+: "${PASSES_PER_STEP:=3}"               # forward passes per sentence step: less padding (docs/speed.md)
 : "${CONCAT_ARCH:=transformer_context_concat}"
 : "${CONCAT_CONTEXT:=--source-context 1 --target-context 0}"   # 2-to-1; 2-to-2: --target-context 1
 : "${AMN_ARCH:=transformer_associated_memory}"

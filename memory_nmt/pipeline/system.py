@@ -193,5 +193,5 @@ def document_system(model):
         return SentenceLevel()
     raise DocumentSystemError(
         f"{model.__class__.__name__} is not an encoder-decoder model; the document_translation "
-        "task translates with encoder-decoder models (see README: Systems)"
+        "task translates with encoder-decoder models (see docs/systems.md)"
     )

@@ -110,7 +110,7 @@ class ContextGate(nn.Module):
     starts mostly open to the source (σ(3) ≈ 0.95), so a pretrained transformer's encoder output
     is kept at first when finetuning from it, and the context still gets its share and gradient.
 
-    Measured on the quickstart's documents (README: Systems): started from its sentence model,
+    Measured on the quickstart's documents (docs/systems.md): started from its sentence model,
     the validation loss per token is the transformer's 0.1390 with b_g = 3 (0.1391), against
     0.1409 (b_g = 2), 0.1544 (1) and 0.2767 (0); finetuned from it for 2 epochs, b_g = 3 and 2
     both resolve every pronoun whose cue is the previous sentence, as b_g = 3 and 1 do trained
