@@ -1,5 +1,11 @@
-"""Shared fixtures: a tiny synthetic document corpus binarized with fairseq-preprocess, and
-fairseq tasks/models/criteria built from command-line arguments as fairseq-train builds them."""
+"""What every test module shares: a tiny synthetic document corpus binarized with fairseq-preprocess,
+checkpoints trained on it, fairseq tasks/models/criteria built from command-line arguments as
+fairseq-train builds them, and the contract checks every system reuses (walk, context reach,
+decoding, the stock CLIs and the hub alike).
+
+The tests are grouped as the code is: ``pipeline/`` (the document machinery, the stock CLIs, the
+package's imports), ``systems/`` (what makes each system itself, and adding one) and ``tools/``
+(the commands, the recipes and the paper's analyses)."""
 import os
 import re
 import shutil
@@ -27,6 +33,13 @@ COMMON = [  # fairseq-train options of the CLI tests
     "--user-dir", str(PLUGIN), "--label-smoothing", "0.1", "--optimizer", "adam",
     "--max-tokens", "200", "--cpu", "--seed", "1", "--log-format", "simple",
     "--log-interval", "1", "--no-epoch-checkpoints",
+]
+MEMORY_TRAIN = [  # fairseq-train options of the memory model's CLI tests
+    "--user-dir", str(PLUGIN), "--task", "document_translation", *TINY_MODEL,
+    "--criterion", "document_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "5",
+    "--max-tokens", "200", "--optimization-window", "1-3", "--cpu", "--seed", "1",
+    "--log-format", "simple", "--log-interval", "1", "--no-epoch-checkpoints",
 ]
 SENTENCE_TRAIN = [
     *COMMON, "--task", "translation", "--required-batch-size-multiple", "1",

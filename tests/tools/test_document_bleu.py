@@ -7,15 +7,14 @@ the sentences in id order and on the documents joined with spaces.
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU
 
+from conftest import REPO
 from memory_nmt_tools import document_bleu
 
-REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "document_bleu.py"
 
 REFERENCES = [

@@ -1,5 +1,6 @@
 """The package's import graph, read from its source: no cycle, a pipeline that knows no system, and
-nothing below the document task imports it.
+nothing below the document task imports it; and the tools beside the plugin that need no model
+start without fairseq.
 
 Every ``import`` statement of every module counts, those inside functions too. ``from .a import b``
 is an edge to module ``a.b`` where that is a module, else to ``a``. Importing a module also runs
@@ -7,6 +8,8 @@ its packages' ``__init__``; those implicit edges are not counted (Python has the
 initialised by then), the ``__init__`` modules' own imports are.
 """
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import PLUGIN
@@ -85,3 +88,16 @@ def test_only_the_package_itself_imports_the_document_task():
     graph = import_graph()
     importers = sorted(module for module, imported in graph.items() if f"{PACKAGE}.pipeline.task" in imported)
     assert importers == [PACKAGE]
+
+
+def test_the_tools_that_need_no_model_import_neither_fairseq_nor_the_plugin():
+    """Importing the plugin registers it with fairseq (seconds, and fairseq's log lines on stderr):
+    the commands that read and write text only start at once and print their own lines only."""
+    light = ["text_files", "generate_texts", "document_bleu", "prepare_documents", "compare_systems", "experiments"]
+    probe = (
+        f"import sys; import {', '.join('memory_nmt_tools.' + name for name in light)}; "
+        "print(sorted(name for name in ('fairseq', 'torch', PACKAGE) if name in sys.modules))"
+    ).replace("PACKAGE", repr(PACKAGE))
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (result.stdout.strip(), result.stderr) == ("[]", "")

@@ -10,11 +10,11 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 RECIPES = REPO / "examples" / "recipes"
 DATA = REPO.parent / "shared" / "data" / "docmt-en-de"
 SELECTIVE_ATTN = DATA / "selective-attn"

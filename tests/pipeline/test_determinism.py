@@ -1,15 +1,14 @@
 """Same seed, same data: the same checkpoint on CPU and the same generated output."""
 import torch
 
-from conftest import PLUGIN, fairseq_command, run
-from test_cli import TRAIN
+from conftest import MEMORY_TRAIN, PLUGIN, fairseq_command, run
 
 
 def test_same_seed_same_checkpoint_and_translations(data_bin, tmp_path):
     outputs = []
     for attempt in ("first", "second"):
         save_dir = tmp_path / attempt
-        run([fairseq_command("fairseq-train"), str(data_bin), *TRAIN, "--dropout", "0.2",
+        run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_TRAIN, "--dropout", "0.2",
              "--save-dir", str(save_dir), "--max-update", "3"])
         generated = run([
             fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", str(PLUGIN),

@@ -7,15 +7,14 @@ import subprocess
 import pytest
 import torch
 
-from conftest import CONCAT, PLUGIN, build, fairseq_command, run
+from conftest import CONCAT, MEMORY_TRAIN, PLUGIN, build, fairseq_command, run
 from memory_nmt.pipeline.data import DocumentDataError
-from test_cli import TRAIN
 
 
 @pytest.fixture(scope="module")
 def checkpoint(data_bin, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("interactive") / "checkpoints"
-    run([fairseq_command("fairseq-train"), str(data_bin), *TRAIN, "--save-dir", str(save_dir),
+    run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_TRAIN, "--save-dir", str(save_dir),
          "--max-update", "6"])
     state = torch.load(save_dir / "checkpoint_last.pt", weights_only=False)
     generator = torch.Generator().manual_seed(0)

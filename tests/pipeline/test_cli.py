@@ -7,22 +7,15 @@ import sys
 
 import torch
 
-from conftest import PLUGIN, REPO, TINY_MODEL, fairseq_command, run
+from conftest import MEMORY_TRAIN, PLUGIN, REPO, fairseq_command, run
 
-TRAIN = [
-    "--user-dir", str(PLUGIN), "--task", "document_translation", *TINY_MODEL,
-    "--criterion", "document_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-    "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "5",
-    "--max-tokens", "200", "--optimization-window", "1-3", "--cpu", "--seed", "1",
-    "--log-format", "simple", "--log-interval", "1", "--no-epoch-checkpoints",
-]
 
 
 def test_preprocess_train_resume_generate_score(data_bin, tmp_path):
     save_dir = tmp_path / "checkpoints"
-    first = run([fairseq_command("fairseq-train"), str(data_bin), *TRAIN, "--save-dir", str(save_dir), "--max-update", "4"])
+    first = run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_TRAIN, "--save-dir", str(save_dir), "--max-update", "4"])
     assert "num_updates 4" in first.stderr + first.stdout
-    resumed = run([fairseq_command("fairseq-train"), str(data_bin), *TRAIN, "--save-dir", str(save_dir), "--max-update", "8"])
+    resumed = run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_TRAIN, "--save-dir", str(save_dir), "--max-update", "8"])
     log = resumed.stderr + resumed.stdout
     assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 4 updates\)", log)
     assert "num_updates 8" in log
@@ -98,7 +91,7 @@ def test_resuming_inside_a_group_replays_it_and_follows_the_same_losses(data_bin
     """Stop after 2 one-step windows (inside the first group), resume to 5 updates: the resumed
     run replays the group's first sentences to rebuild the memory, and its per-update losses
     follow the uninterrupted run's (same data order; memory rebuilt with the current weights)."""
-    arguments = [a if a != "1-3" else "1" for a in TRAIN] + ["--max-tokens", "60", "--dropout", "0"]
+    arguments = [a if a != "1-3" else "1" for a in MEMORY_TRAIN] + ["--max-tokens", "60", "--dropout", "0"]
     whole, split = tmp_path / "whole", tmp_path / "split"
     losses = lambda result: re.findall(r" loss=([0-9.]+)", result.stdout + result.stderr)  # noqa: E731
     expected = losses(run([fairseq_command("fairseq-train"), str(data_bin), *arguments,
@@ -117,7 +110,7 @@ def test_resuming_inside_a_group_replays_it_and_follows_the_same_losses(data_bin
 
 def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin, tmp_path):
     save_dir = tmp_path / "checkpoints"
-    arguments = [*TRAIN, "--save-dir", str(save_dir), "--save-interval-updates", "2"]
+    arguments = [*MEMORY_TRAIN, "--save-dir", str(save_dir), "--save-interval-updates", "2"]
     run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "4"])
     assert (save_dir / "checkpoint_1_2.pt").exists() and (save_dir / "checkpoint_1_4.pt").exists()
     resumed = run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "6",

@@ -8,13 +8,12 @@ run the script on the real files under ../shared/data and are skipped where it i
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import REPO
 from memory_nmt_tools import prepare_documents
 
-REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "prepare_documents.py"
 DATA = REPO.parent / "shared" / "data" / "docmt-en-de"
 

@@ -1,14 +1,14 @@
 """Tests of memory_nmt/evaluation/synthetic.py, loaded by path so that the package __init__ is not imported."""
 import importlib.util
-import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PATH = os.path.join(ROOT, "memory_nmt", "evaluation", "synthetic.py")
+from conftest import PLUGIN
+
+PATH = PLUGIN / "evaluation" / "synthetic.py"
 _spec = importlib.util.spec_from_file_location("memory_nmt_synthetic", PATH)
 synthetic = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = synthetic  # dataclasses look their module up in sys.modules
