@@ -7,10 +7,10 @@
 - ``systems/``: one package per system, holding only what makes it that system:
   ``recurrent_memory`` (``transformer_recurrent_memory``), ``context_concat``
   (``transformer_context_concat``), ``associated_memory`` (``transformer_associated_memory``) and
-  ``local_global`` (``transformer_local_global``); beside them, what systems share: loading a sentence-level checkpoint (``checkpoint_fit.py``)
-  and the ``two_rate_inverse_sqrt`` scheduler for the parameters a system adds
-  (``context_parameters.py``). fairseq's plain ``transformer`` runs in the pipeline as the
-  sentence-level system.
+  ``local_global`` (``transformer_local_global``); beside them, what systems share (options
+  declared once, a sentence-level checkpoint loaded into a system, the ``two_rate_inverse_sqrt``
+  scheduler for the parameters a system adds: ``systems/__init__.py``). fairseq's plain
+  ``transformer`` runs in the pipeline as the sentence-level system.
 - ``evaluation/``: contrastive scoring in context, the synthetic test documents, and the
   teacher-forced walk of the paper's attention analyses.
 - ``benchmarks/``: the arithmetic (FLOPs) and the peak memory of a stretch of work, for the speed

@@ -45,9 +45,9 @@ import torch
 from fairseq.data import data_utils
 
 from ..pipeline.chunks import chunk_inputs
-from ..systems.previous_sentences import last
 from ..pipeline.system import document_system
 from ..pipeline.teacher_forcing import teacher_forced_step
+from ..systems.previous_sentences import last
 
 VOITA_SEPARATOR = " _eos "
 

@@ -4,9 +4,9 @@ Documents are translated in lanes (``data.py``): batch t holds sentence t of eac
 a group, and a lane keeps its document until the document ends. After each sentence, every
 lane carries something to its document's next sentence; what it is depends on the system
 (``system.py``): a memory and the sentence's states, earlier sentences' tokens, a chunk's
-encoding, ... (each system's own ``carry.py`` under ``systems/``). Each system's carry is a ``Carry``:
-rows identified by lane number, so a batch whose documents ended early selects the lanes it
-still has, in its own row order.
+encoding, ... (each system's carry is its own, under ``systems/``). Each is a ``Carry``: rows
+identified by lane number, so a batch whose documents ended early selects the lanes it still
+has, in its own row order.
 
 The owner of a carry is whoever walks through the documents: the criterion in training and
 validation (``criterion.py``), the generator in decoding (``generator.py``). Both keep it in a

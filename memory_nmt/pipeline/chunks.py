@@ -1,9 +1,10 @@
 """Chunks: documents cut into pieces of at most N sentences, for systems that read a chunk's whole source.
 
 Most systems read what came before a sentence. A system that also reads the sentences after it,
-every source sentence of its chunk, says how long its chunks are (``DocumentSystem.chunk_sentences``). The pipeline then cuts each document, from its
-first sentence, into chunks of at most N consecutive sentences (``cut_into_chunks``) and treats
-each chunk as a document of its own: it takes a lane, its first sentence starts with nothing
+every source sentence of its chunk, says how long its chunks are
+(``DocumentSystem.chunk_sentences``). The pipeline then cuts each document, from its first
+sentence, into chunks of at most N consecutive sentences (``cut_into_chunks``) and treats each
+chunk as a document of its own: it takes a lane, its first sentence starts with nothing
 carried, and nothing of one chunk reaches another.
 
 Every batch of such a system tells, in ``net_input`` (``chunk_inputs``):

@@ -7,8 +7,8 @@ for the next batch, per stream (split), checking that every batch continues the 
 The loss and its size are those of the current sentences only, whatever context they read.
 
 In training, a system whose carry has differentiable states (sentence states that the next
-sentence reads) is back-propagated across sentences, truncated after ``--gradient-reach`` sentences
-(``truncation.py``); with ``--gradient-across-windows recompute`` (the default), the criterion
+sentence reads) is back-propagated across sentences, truncated after ``--gradient-reach``
+sentences (``truncation.py``); with ``--gradient-across-windows recompute`` (the default), the criterion
 keeps the group's last sentence steps with the carry before them (a ``WindowTail``) and
 recomputes them at the next window's start, so a window's first sentences reach the sentences
 before it. A system whose carry has no differentiable states (previous sentences' tokens)

@@ -9,8 +9,9 @@ never shuffled inside a group. ``train_step`` trains on a window through the cri
 so ``fairseq-train`` and ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and
 the hub's documents, are placed in documents by ``interactive.py``. Whatever ``--arch`` builds
 is run as a document system (``system.py``): a model that mixes in ``DocumentSystem`` with
-its context, any other fairseq encoder-decoder model sentence by sentence. A system that reads whole chunks (``chunks.py``) has its documents cut into chunks,
-and trains on batches of whole chunks.
+its context, any other fairseq encoder-decoder model sentence by sentence. A system that reads
+whole chunks (``chunks.py``) has its documents cut into chunks, and trains on batches of whole
+chunks.
 """
 import logging
 import os
