@@ -14,8 +14,9 @@ import argparse
 import html
 import os
 import re
+import secrets
 import sys
-import tempfile
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,18 +228,38 @@ def tokenize(sentences, language, args):
     ]
 
 
+def most_frequent_pair(lines):
+    """How often the corpus's most frequent pair of adjacent symbols occurs, counted as
+    subword-nmt's learn_bpe counts them: words split on spaces, a word's last character marked
+    as word-final (so "ab" holds the pair a, b</w>), each word once per occurrence."""
+    words = Counter(word for line in lines for word in line.strip("\r\n ").split(" ") if word)
+    pairs = Counter()
+    for word, count in words.items():
+        symbols = (*word[:-1], word[-1] + "</w>")
+        for pair in zip(symbols, symbols[1:]):
+            pairs[pair] += count
+    return max(pairs.values(), default=0)
+
+
 def learn_joint_bpe(sides, merges, codes_path):
-    """Learn ``merges`` BPE merge operations on all sides together and write them to codes_path."""
+    """Learn ``merges`` BPE merge operations on all sides together and write them to codes_path.
+
+    subword-nmt merges only pairs that occur at least twice: on a corpus with none it would write
+    a codes file without a single merge, which applying it then rejects ("invalid line 2"). That
+    is refused here, before anything is written.
+    """
     from subword_nmt.learn_bpe import learn_bpe
 
-    if not any(len(word) > 1 for lines in sides for line in lines for word in line.split()):
+    lines = [line for side in sides for line in side]
+    if most_frequent_pair(lines) < 2:
         raise PrepareError(
-            f"--learn-bpe {merges}: no word of the corpus has two characters to merge; learn the "
-            "BPE codes on a real training corpus"
+            f"--learn-bpe {merges}: no pair of symbols occurs twice in the corpus, so BPE has "
+            "nothing to merge; learn the codes on the real training corpus (or leave out "
+            "--learn-bpe and --bpe-codes)"
         )
     Path(codes_path).parent.mkdir(parents=True, exist_ok=True)
     with replaced_whole(codes_path) as codes:
-        learn_bpe([line for lines in sides for line in lines], codes, merges)
+        learn_bpe(lines, codes, merges)
 
 
 def apply_bpe(sentences, codes_path):
@@ -258,9 +279,12 @@ def apply_bpe(sentences, codes_path):
 @contextmanager
 def replaced_whole(path):
     """A text file (UTF-8, LF) that takes ``path``'s place only once it is completely written:
-    an error while writing leaves ``path`` as it was and no partial file behind."""
-    handle, partial = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                       prefix=f".{os.path.basename(path)}.", suffix=".partial")
+    an error while writing leaves ``path`` as it was and no partial file behind. The file gets
+    the mode a plainly written one gets (0666 less the umask; tempfile.mkstemp's would be 0600,
+    unreadable to the collaborators who share the prepared data)."""
+    partial = os.path.join(os.path.dirname(os.path.abspath(path)),
+                           f".{os.path.basename(path)}.{secrets.token_hex(4)}.partial")
+    handle = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
             yield out

@@ -5,6 +5,7 @@ with entities and markup lines) are written to tmp_path; the tests check the exa
 and docids files, Moses tokenization, the BPE round trip and the input errors. The last tests
 run the script on the real files under ../shared/data and are skipped where it is absent.
 """
+import os
 import re
 import subprocess
 import sys
@@ -33,6 +34,11 @@ def prepare(tmp_path, input_format, source, target, *options, name="corpus"):
     return run("--format", input_format, "--source", paths[0], "--target", paths[1],
                "--source-lang", "en", "--target-lang", "de",
                "--output-prefix", tmp_path / "out" / "train", *options)
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def lines(path):
@@ -226,11 +232,39 @@ def test_bpe_learn_then_apply_round_trips(tmp_path):
     assert outputs(tmp_path)[:2] == [source_lines, target_lines]
 
 
-def test_bpe_on_a_corpus_with_nothing_to_merge_is_an_error(tmp_path):
-    result = prepare(tmp_path, "blank-lines", "a b\n\nc\n", "x y\n\nz\n",
-                     "--learn-bpe", "20", "--bpe-codes", tmp_path / "codes")
-    assert_fails(result, "--learn-bpe 20", "no word of the corpus has two characters")
-    assert not (tmp_path / "codes").exists()
+@pytest.mark.parametrize("source, target", [
+    ("a b\n\nc\n", "x y\n\nz\n"),  # words of one character: no pair at all
+    ("ab cd\n\nef\n", "gh ij\n\nkl\n"),  # pairs, but none twice: subword-nmt wrote a header-only codes file
+], ids=["one-character-words", "no-pair-twice"])
+def test_bpe_on_a_corpus_with_nothing_to_merge_is_an_error(tmp_path, source, target):
+    """subword-nmt merges only pairs that occur at least twice: with none, it wrote a codes file
+    with no merge in it, which the next split's --bpe-codes then failed on ("invalid line 2")."""
+    result = prepare(tmp_path, "blank-lines", source, target,
+                     "--learn-bpe", "20", "--bpe-codes", tmp_path / "bpe" / "codes")
+    assert_fails(result, "--learn-bpe 20: no pair of symbols occurs twice in the corpus",
+                 "learn the codes on the real training corpus")
+    assert not (tmp_path / "bpe").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_outputs_get_the_mode_of_a_plainly_written_file(tmp_path, umask, mode):
+    """The outputs were written to a temporary file (mode 0600) renamed into place, whatever the
+    umask: collaborators could not read the prepared data, nor the data-bin the recipes copy it to."""
+    source = "<d>\n" + "\n".join(TRAIN_EN) + "\n"
+    target = "<d>\n" + "\n".join(TRAIN_DE) + "\n"
+    codes = tmp_path / "codes"
+    before = os.umask(umask)
+    try:
+        prepare_documents.main(["--format", "doc-markers", "--source", str(write(tmp_path / "a.en", source)),
+                                "--target", str(write(tmp_path / "a.de", target)), "--source-lang", "en",
+                                "--target-lang", "de", "--output-prefix", str(tmp_path / "out" / "train"),
+                                "--learn-bpe", "30", "--bpe-codes", str(codes)])
+    finally:
+        os.umask(before)
+    written = [codes, *(tmp_path / "out").iterdir()]
+    assert len(written) == 4
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in written} == {
+        path.name: oct(mode) for path in written}
 
 
 def test_bpe_codes_to_apply_are_checked_before_the_corpus_is_read(tmp_path, monkeypatch, capsys):
