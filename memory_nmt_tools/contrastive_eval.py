@@ -110,16 +110,20 @@ def distance_order(key):
 
 
 def table(results):
-    """results: model name -> accuracy dict."""
+    """results: model name -> accuracy dict. A column per model, as wide as its name or its
+    widest cell and two spaces apart from the one before, its cells right-aligned under the name."""
     keys = sorted({k for accuracy in results.values() for k in accuracy}, key=distance_order)
-    header = f"{'distance':<10}" + "".join(f"{name:>24}" for name in results)
+    columns = {}  # model name -> its cells, by distance
+    for name, accuracy in results.items():
+        right_total = {key: accuracy.get(key, (0, 0)) for key in keys}
+        columns[name] = [f"{100 * r / t:.1f}% ({r}/{t})" if t else "-" for r, t in right_total.values()]
+    widths = [max(len(name), *map(len, cells)) + 2 for name, cells in columns.items()]
+    first = max(len("distance"), *map(len, keys))
+    header = f"{'distance':<{first}}" + "".join(f"{name:>{width}}" for name, width in zip(columns, widths))
     lines = [header, "-" * len(header)]
-    for key in keys:
-        cells = []
-        for accuracy in results.values():
-            right, total = accuracy.get(key, (0, 0))
-            cells.append(f"{100 * right / total:6.1f}% ({right}/{total})" if total else "-")
-        lines.append(f"{key:<10}" + "".join(f"{cell:>24}" for cell in cells))
+    for row, key in enumerate(keys):
+        lines.append(f"{key:<{first}}" + "".join(
+            f"{cells[row]:>{width}}" for cells, width in zip(columns.values(), widths)))
     return "\n".join(lines)
 
 

@@ -131,6 +131,24 @@ def test_cli_refuses_a_missing_input_before_scoring(tmp_path, option, capsys):
     assert f"{option} {tmp_path / 'missing'}: no such" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("sentence_model", ["transformer", "transformer_recurrent_memory_small (--sentence-model)"])
+def test_the_table_keeps_the_two_models_apart(sentence_model):
+    """With --sentence-model, the header ran the two architectures' names together (names longer
+    than the fixed column width had no space left between them) and the cells stood apart from
+    their names."""
+    results = {"transformer_recurrent_memory_small": {"1": (40, 40), "all": (40, 40)},
+               sentence_model: {"1": (20, 40), "all": (20, 40)}}
+    header, rule, *rows = contrastive_eval.table(results).splitlines()
+    assert re.split(r" {2,}", header) == ["distance", *results]
+    assert rule == "-" * len(header)
+    ends = []  # cells are right-aligned under their names
+    for name in results:
+        ends.append(header.index(name, ends[-1] if ends else 0) + len(name))
+    for row, cells in zip(rows, (["100.0% (40/40)", "50.0% (20/40)"],) * 2):
+        assert len(row) == len(header)
+        assert [row[:end].split()[-2:] for end in ends] == [cell.split() for cell in cells]
+
+
 # Scorer
 
 
