@@ -33,8 +33,10 @@ them. Times are comparable within one run on one machine only.
 """
 import argparse
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +47,7 @@ from types import SimpleNamespace
 
 from .document_bleu import read_docids, score_documents
 from .generate_texts import read_hypotheses, read_references
+from .paths import check_paths
 from .text_files import TextFileError
 
 PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
@@ -61,6 +64,10 @@ def parse_system(spec):
     name, sep, path = spec.partition("=")
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"{spec!r}: give NAME=CHECKPOINT, e.g. memory=checkpoints/checkpoint_best.pt")
+    if "/" in name or os.sep in name or name in (".", ".."):
+        raise argparse.ArgumentTypeError(
+            f"{spec!r}: the name {name} names files in WORKDIR (generate-{name}.txt); give a name without '/'"
+        )
     if not Path(path).is_file():
         raise argparse.ArgumentTypeError(f"{spec!r}: no checkpoint file {path}")
     return name, path
@@ -98,10 +105,10 @@ def parse_args(argv=None):
                         help="sentences of the documents whose decoding peak memory is measured")
     parser.add_argument("--cpu", action="store_true", help="decode on the CPU even if there is a GPU")
     parser.add_argument("--fp16", action="store_true", help="decode in half precision (GPU)")
-    parser.add_argument("--workdir", type=Path, help="keep the generate outputs here (default: a "
-                        "temporary directory)")
-    parser.add_argument("--json", type=Path, help="write every figure to this file")
-    parser.add_argument("--plot", type=Path, help="draw the comparison to this image file")
+    parser.add_argument("--workdir", type=Path, help="keep the generate outputs and logs here, created if "
+                        "missing (default: a temporary directory, deleted at the end unless a step failed)")
+    parser.add_argument("--json", type=Path, help="write every figure to this file (its folder must exist)")
+    parser.add_argument("--plot", type=Path, help="draw the comparison to this image file (its folder must exist)")
     parser.add_argument("--model-overrides", dest="overrides", type=parse_overrides, action="append", default=[],
                         metavar="NAME=DICT", help="decode system NAME with these options instead of its "
                         "checkpoint's, a Python dict as fairseq's --model-overrides takes (repeat)")
@@ -124,9 +131,16 @@ def parse_args(argv=None):
     if unknown:
         parser.error(f"--model-overrides {unknown[0]}=...: no --system is named {unknown[0]}")
     args.overrides = dict(args.overrides)
-    for option, path in (("--reference", args.reference), ("--docids", args.docids), ("--bpe-codes", args.bpe_codes)):
-        if path is not None and not Path(path).is_file():
-            parser.error(f"{option} {path}: no such file")
+    if args.measure:  # the child measuring one document: its parent checked the paths
+        return args
+    check_paths(
+        parser,
+        inputs=[("--data", args.data, "directory", "the binarized data (fairseq-preprocess's --destdir)"),
+                ("--reference", args.reference, "file", "the raw reference of the split"),
+                ("--docids", args.docids, "file", "the docids file of the split"),
+                ("--bpe-codes", args.bpe_codes, "file", "the BPE codes of the training data")],
+        outputs=[("--json", args.json)], plots=[("--plot", args.plot)], workdirs=[("--workdir", args.workdir)],
+    )
     return args
 
 
@@ -240,12 +254,15 @@ def contrastive_errors():
         raise ComparisonError(f"--contrastive: {error}") from None
 
 
-def measure_in_subprocess(args, name, path, length):
+def measure_in_subprocess(args, name, path, length, workdir):
     command = [sys.executable, "-m", "memory_nmt_tools.compare_systems", *args.argv,
                "--measure", f"{name}={path}", "--length", str(length)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
-        raise ComparisonError(f"{name}: measuring a {length}-sentence document failed:\n{done.stderr[-3000:]}")
+        log = workdir / f"measure-{name}-{length}.log"
+        log.write_text(done.stderr, encoding="utf-8")
+        raise ComparisonError(f"{name}: measuring a {length}-sentence document failed (its log: {log}):\n"
+                              f"{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -384,7 +401,7 @@ def compare(args, workdir):
         results[name] = translate(args, name, path, workdir, docids)
         print(f"==> {name}: contrastive items and documents of {args.lengths} sentences", file=sys.stderr, flush=True)
         results[name]["contrastive"] = contrastive_accuracy(args, name, path, items)
-        results[name]["long_documents"] = {n: measure_in_subprocess(args, name, path, n) for n in args.lengths}
+        results[name]["long_documents"] = {n: measure_in_subprocess(args, name, path, n, workdir) for n in args.lengths}
         results[name]["checkpoint"] = path
         results[name]["model_overrides"] = args.overrides.get(name)
     return results
@@ -397,13 +414,19 @@ def main(argv=None):
     import torch
 
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
-    with tempfile.TemporaryDirectory() as temporary:
-        workdir = args.workdir or Path(temporary)
-        workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            results = compare(args, workdir)
-        except (ComparisonError, TextFileError) as error:
-            sys.exit(f"error: {error}")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="compare_systems-"))
+    try:
+        results = compare(args, workdir)
+    except (ComparisonError, TextFileError) as error:
+        if args.workdir is None and not any(workdir.iterdir()):
+            workdir.rmdir()
+        sys.exit(f"error: {error}")  # a temporary WORKDIR with files is kept: the error names its logs
+    except BaseException:
+        if args.workdir is None:
+            shutil.rmtree(workdir)
+        raise
+    if args.workdir is None:
+        shutil.rmtree(workdir)
     print(f"\n{table(results, args.lengths)}\n\n{legend(results, args, device)}")
     if args.json:
         args.json.write_text(json.dumps({"device": device, "systems": results}, indent=2, sort_keys=True) + "\n")

@@ -109,3 +109,56 @@ def test_inputs_are_checked_before_the_first_system_is_translated(data_bin, tmp_
         compare_systems.main(["--data", str(data_bin), "--system", f"a={tmp_path}/checkpoint.pt", "--cpu",
                               *(argument.format(tmp=tmp_path) for argument in arguments)])
     assert message.format(tmp=tmp_path) in f"{refused.value.code} {capsys.readouterr().err}"
+
+
+@pytest.fixture
+def nothing_translated(monkeypatch, tmp_path):
+    """A checkpoint file, a data folder and a docids file; translating anything fails the test."""
+    def translate(*args):
+        raise AssertionError("a system was translated before the paths were checked")
+
+    monkeypatch.setattr(compare_systems, "translate", translate)
+    (tmp_path / "checkpoint.pt").write_bytes(b"")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "test.docids").write_text("d1\nd1\n")
+    return ["--system", f"a={tmp_path}/checkpoint.pt", "--docids", f"{tmp_path}/test.docids", "--cpu"]
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--data", "{tmp}/missing"], "--data {tmp}/missing: no such directory; give the binarized data"),
+    (["--json", "{tmp}/nodir/x.json"], "--json {tmp}/nodir/x.json: no folder {tmp}/nodir; create it first"),
+    (["--plot", "{tmp}/nodir/x.png"], "--plot {tmp}/nodir/x.png: no folder {tmp}/nodir; create it first"),
+    (["--plot", "{tmp}/compare.pgn"], "--plot {tmp}/compare.pgn: matplotlib cannot write .pgn files"),
+    (["--workdir", "{tmp}/checkpoint.pt"], "--workdir {tmp}/checkpoint.pt: is a file, not a directory"),
+    (["--system", "a/b={tmp}/checkpoint.pt"], "argument --system: 'a/b={tmp}/checkpoint.pt': the name a/b names "
+                                              "files in WORKDIR (generate-a/b.txt); give a name without '/'"),
+], ids=["data", "json", "plot-folder", "plot-format", "workdir", "system-name"])
+def test_paths_and_names_are_checked_before_the_first_system_is_translated(
+        nothing_translated, tmp_path, capsys, arguments, message):
+    """A missing --data was found by fairseq-generate (its log in a temporary folder already
+    deleted), a --json or --plot folder only after the whole comparison had run, a system name
+    with a '/' only when its output was written."""
+    arguments = ["--data", f"{tmp_path}/data", *nothing_translated, *arguments]
+    with pytest.raises(SystemExit) as refused:
+        compare_systems.main([argument.format(tmp=tmp_path) for argument in arguments])
+    assert refused.value.code == 2
+    assert f"error: {message.format(tmp=tmp_path)}" in capsys.readouterr().err
+
+
+def test_a_failed_step_points_at_a_log_that_is_kept(monkeypatch, tmp_path, capsys):
+    """Without --workdir, the outputs go to a temporary folder; it was deleted before the error
+    that named the failed fairseq-generate's log in it was printed."""
+    import subprocess
+
+    def fairseq_generate(command, **kwargs):
+        return subprocess.CompletedProcess(command, 1, stdout="", stderr="Traceback ...\nRuntimeError: boom\n")
+
+    monkeypatch.setattr(compare_systems.subprocess, "run", fairseq_generate)
+    monkeypatch.setattr(compare_systems.tempfile, "tempdir", str(tmp_path))  # the kept folder goes here
+    (tmp_path / "checkpoint.pt").write_bytes(b"")
+    (tmp_path / "test.docids").write_text("d1\nd1\n")
+    with pytest.raises(SystemExit) as failed:
+        compare_systems.main(["--data", str(tmp_path), "--system", f"a={tmp_path}/checkpoint.pt",
+                              "--docids", str(tmp_path / "test.docids"), "--cpu"])
+    log = re.search(r"its log: (\S+)\)", str(failed.value.code))[1]
+    assert log.startswith(f"{tmp_path}/compare_systems-") and "RuntimeError: boom" in open(log).read()
