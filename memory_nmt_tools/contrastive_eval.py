@@ -31,12 +31,12 @@ scripts/prepare_documents.py preprocessed the training data.
 import argparse
 import json
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import memory_nmt  # noqa: F401  (registers the plugin; lets fairseq load checkpoints)
 from memory_nmt.evaluation import contrastive
 
+from .paths import check_paths
 from .text_files import TextFileError
 
 FILES = {
@@ -157,12 +157,15 @@ def parse_args(argv=None):
         parser.error("--group-size applies to --format context-files and voita-lines")
     if args.group_size is not None and args.group_size < 2 or args.context_size < 1:
         parser.error("--group-size must be at least 2 and --context-size at least 1")
-    inputs = [("--path", args.path, "file"), ("--sentence-model", args.sentence_model, "file"),
-              ("--data", args.data, "directory"), ("--sentence-data", args.sentence_data, "directory"),
-              ("--bpe-codes", args.bpe_codes, "file")]
-    for option, path, kind in inputs:  # before the first model scores every item
-        if path is not None and not (Path(path).is_dir() if kind == "directory" else Path(path).is_file()):
-            parser.error(f"{option} {path}: no such {kind}")
+    data = "a data-bin directory with the model's dictionaries"
+    check_paths(parser, inputs=[  # before the first model scores every item
+        ("--path", args.path, "file", "the document-level model's checkpoint"),
+        ("--sentence-model", args.sentence_model, "file", "the sentence-level model's checkpoint"),
+        ("--data", args.data, "directory", data), ("--sentence-data", args.sentence_data, "directory", data),
+        ("--bpe-codes", args.bpe_codes, "file", "the subword-nmt codes the models' data was segmented with"),
+        *((f"--format {args.format} {name}", path, "file", f"the test set's {name} file")
+          for name, path in zip(FILES[args.format], args.files)),
+    ])
     return args
 
 

@@ -111,10 +111,17 @@ def test_voita_json_fields_are_checked_by_name(tmp_path, field, value, message):
         read_voita_json(path)
 
 
-@pytest.mark.parametrize("option", ["--path", "--sentence-model", "--data", "--sentence-data", "--bpe-codes"])
-def test_cli_refuses_a_missing_input_before_scoring(tmp_path, option, capsys):
+@pytest.mark.parametrize("option, message", [
+    ("--path", "no such file; give the document-level model's checkpoint"),
+    ("--sentence-model", "no such file; give the sentence-level model's checkpoint"),
+    ("--data", "no such directory; give a data-bin directory with the model's dictionaries"),
+    ("--sentence-data", "no such directory; give a data-bin directory with the model's dictionaries"),
+    ("--bpe-codes", "no such file; give the subword-nmt codes the models' data was segmented with"),
+    ("--format voita JSON", "no such file; give the test set's JSON file"),
+])
+def test_cli_refuses_a_missing_input_before_scoring(tmp_path, option, message, capsys):
     """A typo in --sentence-model (or its data, or the codes) ended in a traceback only after
-    the first model had scored every item."""
+    the first model had scored every item; the test set's files are checked with them."""
     items, codes = tmp_path / "items.json", tmp_path / "codes"
     items.write_text("[]")
     codes.write_text("")
@@ -122,13 +129,13 @@ def test_cli_refuses_a_missing_input_before_scoring(tmp_path, option, capsys):
     checkpoint.write_bytes(b"")
     data.mkdir()
     arguments = {"--path": checkpoint, "--sentence-model": checkpoint, "--data": data, "--sentence-data": data,
-                 "--bpe-codes": codes}
+                 "--bpe-codes": codes, "--format voita JSON": items}
     arguments[option] = tmp_path / "missing"
+    command = [str(part) for option, path in arguments.items() for part in (*option.split()[:2], path)]
     with pytest.raises(SystemExit) as refused:
-        contrastive_eval.parse_args([str(part) for pair in arguments.items() for part in pair] + [
-            "--format", "voita", str(items)])
+        contrastive_eval.parse_args(command)
     assert refused.value.code == 2
-    assert f"{option} {tmp_path / 'missing'}: no such" in capsys.readouterr().err
+    assert capsys.readouterr().err.endswith(f"error: {option} {tmp_path / 'missing'}: {message}\n")
 
 
 @pytest.mark.parametrize("sentence_model", ["transformer", "transformer_recurrent_memory_small (--sentence-model)"])
