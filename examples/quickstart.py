@@ -28,6 +28,7 @@ from pathlib import Path
 from memory_nmt.evaluation.synthetic import context_accuracy, contrastive_items, generate_documents, write_documents
 from memory_nmt_tools.document_bleu import score_documents
 from memory_nmt_tools.experiments import MODEL_ARGS, StepError, fairseq_command, preprocess, run_echoing, skip
+from memory_nmt_tools.paths import check_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "memory_nmt"
@@ -176,10 +177,13 @@ def results_table(scores):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", type=Path, default=Path("quickstart"))
+    parser.add_argument("--workdir", type=Path, default=Path("quickstart"),
+                        help="where the corpus, checkpoints and outputs go, created if missing (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--force", action="store_true", help="delete the working directory first")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_paths(parser, workdirs=[("--workdir", args.workdir)])
+    return args
 
 
 def main(argv=None):

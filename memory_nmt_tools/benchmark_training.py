@@ -64,6 +64,7 @@ from memory_nmt.benchmarks.arithmetic import ArithmeticCounter
 from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak
 from memory_nmt.evaluation.synthetic import generate_documents, write_documents
 from memory_nmt.pipeline.data import passes_of, steps_of
+from memory_nmt_tools.paths import check_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN = os.path.join(ROOT, "memory_nmt")
@@ -123,13 +124,17 @@ def parse_args(argv=None):
     parser.add_argument("--updates", type=int, default=20, help="timed updates of each model per round")
     parser.add_argument("--repeats", type=int, default=3, help="alternating timed rounds")
     parser.add_argument("--profile", action="store_true", help="also profile both models")
-    parser.add_argument("--workdir", default=os.path.join(ROOT, "runs", "benchmark_training"))
+    parser.add_argument("--workdir", default=os.path.join(ROOT, "runs", "benchmark_training"),
+                        help="where the synthetic documents are binarized, created if missing (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--measure-peak", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if (args.fp16 or args.bf16) and args.device != "cuda":
         parser.error("--fp16 and --bf16 need --device cuda")
+    check_paths(parser, inputs=[("--data", args.data, "directory", "binarized documents (a fairseq-preprocess "
+                                 "directory with train.SRC-TGT.docids)")],
+                workdirs=[] if args.data else [("--workdir", args.workdir)])  # the synthetic data goes there
     return args
 
 

@@ -23,6 +23,7 @@ from sacrebleu.metrics import BLEU  # noqa: E402
 
 from memory_nmt_tools.document_bleu import DocumentBleuError, read_docids  # noqa: E402
 from memory_nmt_tools.generate_texts import read_hypotheses, read_references  # noqa: E402
+from memory_nmt_tools.paths import check_paths  # noqa: E402
 from memory_nmt_tools.text_files import TextFileError  # noqa: E402
 
 
@@ -114,13 +115,19 @@ def parse_args(argv=None):
                         help="fairseq-generate output of the sentence-level model")
     parser.add_argument("--bucket", type=int, default=10,
                         help="sentence positions per bucket (default: 10)")
-    parser.add_argument("--plot", required=True, help="PNG file to write")
+    parser.add_argument("--plot", required=True, help="PNG file to write, in an existing folder")
     parser.add_argument("--hypothesis-lines", choices=["D", "H"], default="D",
                         help="D: detokenized hypotheses (default); H: the model's tokens")
     parser.add_argument("--reference", help="raw reference, one sentence per line, instead of the T- lines")
     args = parser.parse_args(argv)
     if args.bucket < 1:
         parser.error(f"--bucket {args.bucket}: give a positive number of positions")
+    output = "a fairseq-generate output of the split"
+    check_paths(parser, inputs=[
+        ("--docids", args.docids, "file", "the docids file of the split"),
+        ("--memory", args.memory, "file", output), ("--sentence", args.sentence, "file", output),
+        ("--reference", args.reference, "file", "the raw reference of the split"),
+    ], plots=[("--plot", args.plot)])
     return args
 
 

@@ -63,6 +63,7 @@ from memory_nmt_tools.benchmark_decoding import (  # noqa: E402
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
 from memory_nmt.evaluation.synthetic import Document  # noqa: E402
 from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
+from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 MODELS = ("sentence", "memory", "document")
 LABELS = {
@@ -90,7 +91,7 @@ def parse_args(argv=None):
     parser.add_argument("--memory-size", type=int, default=16)
     parser.add_argument("--vocabulary", type=int, default=1000, help="distinct random words")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--plot", required=True, help="PNG file to write")
+    parser.add_argument("--plot", required=True, help="PNG file to write, in an existing folder")
     args = parser.parse_args(argv)
     if args.fp16 and args.device != "cuda":
         parser.error("--fp16 needs --device cuda")
@@ -107,6 +108,7 @@ def parse_args(argv=None):
     if uneven:
         parser.error(f"--lengths {uneven}: each length must be a positive multiple of "
                      f"--sentence-tokens {args.sentence_tokens}")
+    check_paths(parser, plots=[("--plot", args.plot)])
     return args
 
 

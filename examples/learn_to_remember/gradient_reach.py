@@ -51,6 +51,7 @@ from tqdm import tqdm  # noqa: E402
 
 import memory_nmt  # noqa: E402,F401  (registers the plugin; lets fairseq load its checkpoints)
 from memory_nmt.pipeline.data import Document, DocumentDataset  # noqa: E402
+from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 SIDES = ("source", "target")
 
@@ -63,7 +64,7 @@ def parse_args(argv=None):
     parser.add_argument("--bucket", type=int, default=10, help="sentences per distance bucket")
     parser.add_argument("--max-distance", type=int, default=100, help="measure distances k < N sentences")
     parser.add_argument("--max-documents", type=int, help="only the first N documents of the split")
-    parser.add_argument("--plot", required=True, help="PNG file to write")
+    parser.add_argument("--plot", required=True, help="PNG file to write, in an existing folder")
     parser.add_argument("--device", choices=("cpu", "cuda"),
                         default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
@@ -71,6 +72,8 @@ def parse_args(argv=None):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} {value}: give a positive number")
+    check_paths(parser, inputs=[("--path", args.path, "file", "a transformer_recurrent_memory checkpoint"), ("--data", args.data, "directory", "the binarized data directory (fairseq-preprocess's --destdir, with the split's .docids)")],
+                plots=[("--plot", args.plot)])
     return args
 
 

@@ -39,6 +39,7 @@ from memory_nmt.evaluation import contrastive  # noqa: E402
 from memory_nmt.evaluation.synthetic import contrastive_items, generate_documents, write_documents  # noqa: E402
 from memory_nmt.pipeline.truncation import GRADIENT_ACROSS_WINDOWS  # noqa: E402
 from memory_nmt_tools.experiments import MODEL_ARGS, StepError, preprocess, run_saving_stdout  # noqa: E402
+from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "memory_nmt"
@@ -169,7 +170,8 @@ def plot(results, target_tokens, long_range, path):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", type=Path, default=ROOT / "runs" / "long_range")
+    parser.add_argument("--workdir", type=Path, default=ROOT / "runs" / "long_range",
+                        help="where the corpus, checkpoints and scores go, created if missing (default: %(default)s)")
     parser.add_argument("--variants", type=parse_variants, default="drop:1,recompute:1,recompute:2,recompute:4",
                         help="comma-separated ACROSS:K, --gradient-across-windows ACROSS --gradient-reach K")
     parser.add_argument("--documents", type=int, default=500, help="training documents")
@@ -184,10 +186,13 @@ def parse_args(argv=None):
     parser.add_argument("--optimization-window", default="1-8")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--plot", type=Path, help="where to save the plot (default WORKDIR/long_range.png)")
+    parser.add_argument("--plot", type=Path, help="where to save the plot, in an existing folder "
+                        "(default WORKDIR/long_range.png)")
     args = parser.parse_args(argv)
     if args.long_range < 2:
         parser.error("--long-range must be 2 or more (1 back is its own column)")
+    args.plot = args.plot or args.workdir / "long_range.png"
+    check_paths(parser, plots=[("--plot", args.plot)], workdirs=[("--workdir", args.workdir)])
     return args
 
 
@@ -195,7 +200,6 @@ def main(argv=None):
     args = parse_args(argv)
     logging.getLogger().setLevel(logging.WARNING)  # fairseq's INFO lines would bury the table
     work = args.workdir
-    work.mkdir(parents=True, exist_ok=True)
     data, test_documents, target_tokens = prepare(args, work)
     items = sense_items(test_documents, work)
     results = {}
@@ -208,7 +212,7 @@ def main(argv=None):
     table = format_table(results, target_tokens, args.long_range)
     print(table)
     (work / "long_range.txt").write_text(table + "\n", encoding="utf-8")
-    plot(results, target_tokens, args.long_range, args.plot or work / "long_range.png")
+    plot(results, target_tokens, args.long_range, args.plot)
     return results
 
 

@@ -37,6 +37,7 @@ from memory_nmt.evaluation.memory_attention import (  # noqa: E402
     teacher_forced_carries,
 )
 from memory_nmt.pipeline.data import DocumentDataError, DocumentDataset  # noqa: E402
+from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 SIDES = ("decoder", "encoder")
 
@@ -167,8 +168,12 @@ def parse_args(argv=None):
                         help="the memory layer's side, decoder (target tokens, default) or encoder")
     parser.add_argument("--layer", help="memory layer name, e.g. decoder.5 (default: the top one of --side)")
     parser.add_argument("--plot-prefix", required=True,
-                        help="writes PREFIX-update.png and PREFIX-output.png")
-    return parser.parse_args(argv)
+                        help="writes PREFIX-update.png and PREFIX-output.png (creates PREFIX's folder)")
+    args = parser.parse_args(argv)
+    check_paths(parser, inputs=[("--path", args.path, "file", "a transformer_recurrent_memory checkpoint"), ("--data", args.data, "directory", "the binarized data directory (fairseq-preprocess's --destdir, with the split's .docids)")],
+                plots=[("--plot-prefix", f"{args.plot_prefix}-{name}.png") for name in ("update", "output")],
+                workdirs=[("--plot-prefix", Path(args.plot_prefix).parent)])
+    return args
 
 
 def main(argv=None):

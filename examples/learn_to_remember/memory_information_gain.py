@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from memory_nmt.evaluation.memory_attention import AttentionMapError, load_model, teacher_forced_carries
 from memory_nmt.pipeline.data import DocumentDataError, DocumentDataset
+from memory_nmt_tools.paths import check_paths
 
 
 def with_random_memory(model, task, seed):
@@ -130,7 +131,9 @@ def parse_args(argv=None):
     parser.add_argument("--max-documents", type=int, help="only the split's first N documents")
     parser.add_argument("--seed", type=int, default=1, help="seed of the random memory (default: 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_paths(parser, inputs=[("--path", args.path, "file", "a transformer_recurrent_memory checkpoint"), ("--data", args.data, "directory", "the binarized data directory (fairseq-preprocess's --destdir, with the split's .docids)")])
+    return args
 
 
 def main(argv=None):

@@ -36,6 +36,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from memory_nmt_tools.document_bleu import read_docids, score_documents  # noqa: E402
 from memory_nmt_tools.experiments import StepError, run_saving_stdout  # noqa: E402
 from memory_nmt_tools.generate_texts import read_hypotheses, read_references  # noqa: E402
+from memory_nmt_tools.paths import check_paths  # noqa: E402
 from memory_nmt_tools.text_files import TextFileError  # noqa: E402
 
 ANALYSES = Path(__file__).resolve().parent  # this folder: the paper's analyses
@@ -197,28 +198,32 @@ def parse_args(argv=None):
                         help="checkpoint of each run to translate with (default: %(default)s)")
     parser.add_argument("--hypothesis-lines", choices=["D", "H"], default="D",
                         help="D: detokenized hypotheses (default); H: the model's tokens")
-    parser.add_argument("--plot", type=Path, help="PNG to write (default: WORKDIR/memory_size_sweep.png)")
-    return parser.parse_args(argv)
+    parser.add_argument("--plot", type=Path, help="PNG to write, in an existing folder (default: "
+                        "WORKDIR/memory_size_sweep.png)")
+    args = parser.parse_args(argv)
+    args.plot = args.plot or args.workdir / "memory_size_sweep.png"
+    check_paths(parser, inputs=[
+        ("--data", args.data, "directory", "the binarized data directory (fairseq-preprocess's --destdir)"),
+        ("--sentence-checkpoint", args.sentence_checkpoint, "file", "a sentence-level transformer checkpoint"),
+        ("--docids", args.docids, "file", "the docids file of --split"),
+    ], plots=[("--plot", args.plot)], workdirs=[("--workdir", args.workdir)])
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     try:
         sizes = parse_sizes(args.sizes)
-        if not args.sentence_checkpoint.exists():
-            raise SweepError(f"{args.sentence_checkpoint}: no such checkpoint; pass --sentence-checkpoint")
         passed_args(args.train_args, "--train-args")
         passed_args(args.gen_args, "--gen-args")
         docids = read_docids(args.docids or find_docids(args.data, args.split))
         results = [sweep_size(args, size, docids) for size in sizes]
     except (SweepError, StepError, TextFileError) as error:
         sys.exit(f"error: {error}")
-    plot_path = args.plot or args.workdir / "memory_size_sweep.png"
     print(format_table(results))
     print(f"signature: {results[0]['signature']}")
-    plot_path.parent.mkdir(parents=True, exist_ok=True)
-    plot(results, plot_path)
-    print(f"plot: {plot_path}")
+    plot(results, args.plot)
+    print(f"plot: {args.plot}")
     return results
 
 
