@@ -163,6 +163,15 @@ def build(data_dir, *arguments, task="document_translation"):
     return fairseq_task, model, criterion, cfg
 
 
+def refused_option(capsys, data_dir, *arguments, task="document_translation") -> str:
+    """The line fairseq's parser ends with when it refuses ``arguments`` (exit status 2, as
+    fairseq-train would end: the command line is refused before anything is read)."""
+    with pytest.raises(SystemExit) as refused:
+        build(data_dir, *arguments, task=task)
+    assert refused.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
 def save_checkpoint(model, cfg, path):
     """A checkpoint as fairseq's loader reads it (what fairseq-train writes, minus the optimizer)."""
     torch.save({
@@ -301,11 +310,11 @@ def hypotheses_of(output):
     return {int(i): text for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
 
 
-def check_clis_and_hub_translate_alike(data_bin, checkpoint, model_class, buffer_size=3):
+def check_clis_and_hub_translate_alike(data_bin, checkpoint, model_class, buffer_size=3, user_dir=PLUGIN):
     """fairseq-generate, fairseq-interactive (documents separated by empty lines, read
     ``buffer_size`` lines at a time) and the hub of ``model_class`` translate the test documents
     with ``checkpoint`` alike, every sentence once."""
-    decoding = ["--user-dir", str(PLUGIN), "--task", "document_translation", "--path", str(checkpoint),
+    decoding = ["--user-dir", str(user_dir), "--task", "document_translation", "--path", str(checkpoint),
                 "--beam", "3", "--max-len-b", "20", "--cpu"]
     generated = hypotheses_of(run([
         fairseq_command("fairseq-generate"), str(data_bin), *decoding, "--gen-subset", "test", "--max-tokens", "200",

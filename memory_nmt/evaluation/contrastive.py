@@ -45,6 +45,7 @@ import torch
 from fairseq.data import data_utils
 
 from ..pipeline.chunks import chunk_inputs
+from ..pipeline.errors import InputError
 from ..pipeline.system import document_system
 from ..pipeline.teacher_forcing import teacher_forced_step
 from ..systems.previous_sentences import last
@@ -52,7 +53,7 @@ from ..systems.previous_sentences import last
 VOITA_SEPARATOR = " _eos "
 
 
-class ContrastiveDataError(ValueError):
+class ContrastiveDataError(InputError):
     """Bad test-set input: the message names the file and line and what to do."""
 
 

@@ -13,10 +13,11 @@ the analyses recompute the attention with its weights (``RecurrentMemory.write``
 import torch
 from fairseq import checkpoint_utils
 
+from ..pipeline.errors import InputError
 from ..pipeline.teacher_forcing import teacher_forced_step
 
 
-class AttentionMapError(ValueError):
+class AttentionMapError(InputError):
     """Bad request: the message names the checkpoint, document or layer and what to do."""
 
 

@@ -20,6 +20,7 @@ for torch.profiler as fairseq names its own; "gradient to the previous sentence"
 """
 from collections import deque
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Callable, List, Optional
 
 from fairseq.criterions import register_criterion
@@ -30,8 +31,9 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 from fairseq.dataclass import ChoiceEnum
 
 from .carry import Carry, CarryStore, WindowTail
-from .data import DocumentDataError, passes_of, steps_of
-from .system import TranslatesDocuments
+from .data import passes_of, steps_of
+from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
+from .document_task import TranslatesDocuments
 from .teacher_forcing import TeacherForcedStep, teacher_forced_step
 from .truncation import GRADIENT_ACROSS_WINDOWS, TruncatedBackprop
 
@@ -45,7 +47,8 @@ class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterion
             "the states they pass on, for a system whose carry has differentiable states: 1 is "
             "the recurrent memory paper's 'current and most recent sentences', 0 trains each "
             "sentence on its own loss only; the memory is detached between sentences whatever "
-            "the reach"
+            "the reach",
+            "range": Range(0),
         },
     )
     gradient_across_windows: ChoiceEnum(GRADIENT_ACROSS_WINDOWS) = field(
@@ -61,21 +64,21 @@ class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterion
 
 @register_criterion("document_label_smoothed_cross_entropy", dataclass=DocumentLabelSmoothedCrossEntropyConfig)
 class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
+    @classmethod
+    def add_args(cls, parser):
+        add_with_ranges(parser, DocumentLabelSmoothedCrossEntropyConfig())
+
     def __init__(
         self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
         gradient_reach=1, gradient_across_windows="recompute",
     ):
         if not isinstance(task, TranslatesDocuments):
-            raise ValueError(
+            raise OptionError(
                 "--criterion document_label_smoothed_cross_entropy trains with --task "
                 "document_translation, whose batches are sentence steps of documents; with "
                 "another task use --criterion label_smoothed_cross_entropy"
             )
-        if gradient_reach < 0:
-            raise DocumentDataError(
-                f"--gradient-reach {gradient_reach}: give how many previous sentences a "
-                "sentence's loss reaches, 0 or more (1 is the paper's)"
-            )
+        check_ranges(SimpleNamespace(gradient_reach=gradient_reach), DocumentLabelSmoothedCrossEntropyConfig)
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         self.carries = CarryStore()
         self.gradient_reach = gradient_reach

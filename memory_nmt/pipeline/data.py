@@ -51,9 +51,10 @@ import torch
 from fairseq.data import FairseqDataset, data_utils
 
 from .chunks import chunk_inputs, cut_into_chunks
+from .errors import InputError
 
 
-class DocumentDataError(ValueError):
+class DocumentDataError(InputError):
     pass
 
 
@@ -143,6 +144,12 @@ def read_docids(path: str, num_sentences: int) -> List[Document]:
         raise DocumentDataError(
             f"{path}: document index not found. Every split needs one document id per "
             "sentence line beside the binarized data (see scripts/prepare_documents.py)"
+        )
+    if os.path.isdir(path):
+        raise DocumentDataError(
+            f"{path}: a directory, where the split's document index should be: remove it and put "
+            "the document index there (one document id per sentence line, see "
+            "scripts/prepare_documents.py)"
         )
     with open(path, "rb") as f:
         text = f.read()

@@ -23,6 +23,8 @@ from fairseq.data import data_utils
 from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 
 from .carry import CarryStore, OpenDocuments
+from .errors import UnsupportedOptionError
+from .option_ranges import OptionError
 from .system import document_system
 
 CONTEXT_FROM = ("hypothesis", "reference")
@@ -36,7 +38,7 @@ class EncoderOutputKeepingModel(EnsembleModel):
 
     def __init__(self, models):
         if len(models) != 1:
-            raise NotImplementedError(
+            raise UnsupportedOptionError(
                 f"document_translation decodes with one model, not an ensemble of {len(models)}: "
                 "each model would need its own document context"
             )
@@ -57,7 +59,7 @@ class DocumentSequenceGenerator(SequenceGenerator):
     def __init__(self, models, tgt_dict, context_from: str = "hypothesis", **kwargs):
         super().__init__(EncoderOutputKeepingModel(models), tgt_dict, **kwargs)
         if context_from not in CONTEXT_FROM:
-            raise ValueError(f"--context-from {context_from!r}: give one of {', '.join(CONTEXT_FROM)}")
+            raise OptionError(f"--context-from {context_from!r}: give one of {', '.join(CONTEXT_FROM)}")
         self.context_from = context_from
         self.carries = CarryStore()
         self.open_documents = OpenDocuments()
@@ -76,12 +78,12 @@ class DocumentSequenceGenerator(SequenceGenerator):
         ``continues`` (fairseq-interactive: documents go on across batches in any mix; then
         ``ended_lanes``, if given, are documents that have ended, whose carries are dropped)."""
         if "position" not in sample and "continues" not in sample:
-            raise ValueError(
+            raise OptionError(
                 "document decoding needs the batches of the document_translation task "
                 "(fairseq-generate on a split with its .docids, or fairseq-interactive)"
             )
         if self.context_from == "reference" and sample.get("target") is None:
-            raise ValueError(
+            raise OptionError(
                 "--context-from reference needs the reference translations: decode a binarized "
                 "split that has its target side with fairseq-generate"
             )

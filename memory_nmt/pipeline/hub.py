@@ -5,16 +5,24 @@ the checkpoint's or the given ``bpe`` and ``tokenizer``) that translates whole d
 sentences of each document carry their context from one to the next, and several documents are
 translated together, one batch per sentence round, as ``fairseq-interactive`` does
 (``interactive.py``). ``translate`` of single sentences is refused: each needs its document.
+A checkpoint of a sentence-level model trained in fairseq's own ``translation`` task (any class's
+``from_pretrained`` loads what the checkpoint holds) translates a document's sentences each
+alone, as the document task translates such a model.
 """
 from typing import List, Sequence
 
 from fairseq.hub_utils import GeneratorHubInterface
+
+from .document_task import TranslatesDocuments
 
 
 class DocumentHubInterface(GeneratorHubInterface):
     def translate_documents(self, documents: List[List[str]], beam: int = 5, **kwargs) -> List[List[str]]:
         """One translation per sentence of each document (a document: a list of sentences)."""
         check_documents(documents)
+        if not isinstance(self.task, TranslatesDocuments):  # a sentence-level model: no context
+            translations = iter(super().translate([s for document in documents for s in document], beam=beam, **kwargs))
+            return [[next(translations) for _ in document] for document in documents]
         lines = [line for document in documents for line in [*document, ""]]
         self.task.placements = self.task.interactive.place(lines)
         translations = iter(super().translate(lines, beam=beam, **kwargs))

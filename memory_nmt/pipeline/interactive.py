@@ -15,10 +15,12 @@ longer than the model's source positions is refused with its line number, as in 
 
 A system that reads a whole chunk's source before translating its first sentence (``chunks.py``)
 gets its chunks from the buffers: a chunk ends after ``chunk_sentences`` lines of its document, and
-also where a buffer ends, since the lines after it are not read yet. So with fairseq-interactive's
-default ``--buffer-size 1`` every line is a chunk of its own (no context); give a ``--buffer-size``
-of at least the document's length to translate it as fairseq-generate does (the hub places all
-its documents at once). The first chunk cut by a buffer's end is logged.
+also where a buffer ends, since the lines after it are not read yet. Buffers end every
+``--buffer-size`` lines of the input, wherever documents end, so a document that goes on past a
+buffer's end has its chunk cut there: with fairseq-interactive's default ``--buffer-size 1`` every
+line is a chunk of its own (no context), and only a buffer that holds the whole input keeps every
+chunk as fairseq-generate makes it (the hub places all its documents at once). Cuts are counted
+and logged with the count at the 1st, 10th, 100th, ... cut.
 """
 import logging
 from collections import deque
@@ -62,20 +64,15 @@ class InteractiveSession:
         self.pending = deque()
         self.lines_placed = 0
         self.chunk_sentences: Optional[int] = None  # the model's, when it reads whole chunks
-        self.chunk_cut_by_buffer = False
+        self.chunks_cut_by_buffers = 0
 
     def place(self, lines: List[str]) -> List[Placement]:
         """Each line's lane, in the order given (one buffer of fairseq-interactive's)."""
         self.finished_lanes += self.take_closed_lanes()
         if self.chunk_sentences is not None and self.open_lane is not None:
-            if not self.chunk_cut_by_buffer:
-                logger.warning(
-                    "document goes on past fairseq-interactive's buffer at input line %d: its chunk "
-                    "ends there (the model reads a whole chunk before translating it) and the "
-                    "document goes on in a new chunk; a --buffer-size of at least %d lines keeps "
-                    "chunks whole", self.lines_placed, self.chunk_sentences,
-                )
-                self.chunk_cut_by_buffer = True
+            goes_on = bool(lines) and bool(lines[0].strip())
+            if goes_on and self.open_lines < self.chunk_sentences:
+                self._count_chunk_cut()
             self.finished_lanes.append(self.open_lane)
             self.open_lane = None
         placements = []
@@ -93,6 +90,20 @@ class InteractiveSession:
             self.open_lines += 1
             placements.append(Placement(self.open_lane, continues, self.lines_placed))
         return placements
+
+    def _count_chunk_cut(self):
+        """A buffer ends inside a chunk whose document goes on: count it, log the 1st, 10th, ... cut."""
+        self.chunks_cut_by_buffers += 1
+        if str(self.chunks_cut_by_buffers).rstrip("0") == "1":
+            logger.warning(
+                "chunk cut by fairseq-interactive's buffer %d times so far, the latest at input "
+                "line %d: a document went on past the buffer's end, so its chunk ends there (the "
+                "model reads a whole chunk before translating it, and the lines after the buffer "
+                "are not read yet) and the document goes on in a new chunk; buffers end every "
+                "--buffer-size lines wherever documents end: to keep every chunk whole, give a "
+                "--buffer-size of at least the input's lines, or translate with fairseq-generate",
+                self.chunks_cut_by_buffers, self.lines_placed,
+            )
 
     def _close_open_lane(self):
         if self.open_lane is not None:

@@ -25,17 +25,13 @@ from fairseq.models import FairseqEncoderDecoderModel
 from torch import Tensor
 
 from .carry import Carry
+from .document_task import TranslatesDocuments
+from .errors import InputError
 from .hub import DocumentHubInterface
 
 
-class DocumentSystemError(ValueError):
+class DocumentSystemError(InputError):
     pass
-
-
-class TranslatesDocuments:
-    """Marks a fairseq task that feeds its models sentence steps of documents in lanes and carries
-    their context (``document_translation``, ``task.py``): the one task a document system and the
-    document criterion run in."""
 
 
 @dataclass

@@ -13,6 +13,7 @@ its context, any other fairseq encoder-decoder model sentence by sentence. A sys
 whole chunks (``chunks.py``) has its documents cut into chunks, and trains on batches of whole
 chunks.
 """
+import hashlib
 import logging
 import os
 from contextlib import nullcontext
@@ -38,13 +39,31 @@ from .data import (
     read_docids,
     steps_of,
 )
+from .document_task import TranslatesDocuments
+from .errors import UnsupportedOptionError
 from .generator import CONTEXT_FROM, DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement
-from .system import TranslatesDocuments, document_system
+from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
+from .system import document_system
 
 logger = logging.getLogger(__name__)
 
 DDP_BACKENDS = ("legacy_ddp", "no_c10d")
+DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
+
+
+def fingerprint(dictionary) -> str:
+    """A digest of a fairseq dictionary's symbols in their order (its indices)."""
+    return hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()
+
+
+def world_size(cfg) -> int:
+    """The data-parallel workers of this run: the process group's, once fairseq has joined it
+    (launched by torchrun, ``--distributed-world-size`` may be left out, and the task's config
+    then still says 1), else ``--distributed-world-size``."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return max(cfg.distributed_world_size, torch.distributed.get_world_size())
+    return cfg.distributed_world_size
 
 
 def loss_scale_of(optimizer) -> float:
@@ -103,7 +122,8 @@ class DocumentTranslationConfig(TranslationConfig):
             "help": "in training, a sentence step may go through the model in up to this many "
             "forward passes of similar-length sentences: less padding, so more documents per "
             "step within --max-tokens, which bounds the passes' padded tokens together (a "
-            "system that trains on whole chunks, such as transformer_local_global, takes one pass)"
+            "system that trains on whole chunks, such as transformer_local_global, takes one pass)",
+            "range": Range(1),
         },
     )
     context_from: ChoiceEnum(CONTEXT_FROM) = field(
@@ -122,22 +142,23 @@ class DocumentTranslationConfig(TranslationConfig):
 class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
     """Translate documents sentence by sentence, carrying context from each sentence to the next."""
 
+    @classmethod
+    def add_args(cls, parser):
+        add_with_ranges(parser, DocumentTranslationConfig())
+
     def __init__(self, cfg: DocumentTranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         self.training_plan: Optional[EpochItems] = None  # this worker's items of the current epoch
         self.context_sentences = (0, 0)  # of the model built last: sizes the batches
         self.chunk_sentences = None  # of the model built last: cuts its documents into chunks
+        self.model_positions = None  # of the model built last: what its system cuts a sentence's context to
         self.trains_its_model = True  # fairseq-train builds its model; the others load theirs
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
         parse_window(cfg.optimization_window)
-        if cfg.passes_per_step < 1:
-            raise DocumentDataError(
-                f"--passes-per-step {cfg.passes_per_step}: give 1 (one padded batch per sentence "
-                "step) or more"
-            )
-        if cfg.distributed_world_size > 1 and cfg.ddp_backend not in DDP_BACKENDS:
-            raise DocumentDataError(
+        check_ranges(cfg, DocumentTranslationConfig)
+        if world_size(cfg) > 1 and cfg.ddp_backend not in DDP_BACKENDS:
+            raise OptionError(
                 f"--ddp-backend {cfg.ddp_backend}: document training calls backward once per "
                 "sentence step, which PyTorch's DistributedDataParallel cannot reduce; use "
                 "--ddp-backend legacy_ddp"
@@ -163,6 +184,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         system = document_system(model)
         self.context_sentences = system.context_sentences()
         self.chunk_sentences = system.chunk_sentences()
+        self.model_positions = model.max_positions()
         self.interactive.chunk_sentences = self.chunk_sentences
         self.trains_its_model = not from_checkpoint
         return model
@@ -216,11 +238,12 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             )
         # The plan first: it names a sentence over --max-tokens as such, where the check of the
         # positions would blame them (fairseq's trainer counts --max-tokens into max_positions).
+        # A sentence's context is cut to the model's own positions, so the plan counts it so.
         training = self.trains_its_model and dataset.stream == self.cfg.train_subset
         items = plan_epoch(
             dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
             window=parse_window(self.cfg.optimization_window) if training else None,
-            context=self.context_sentences, max_positions=max_positions,
+            context=self.context_sentences, max_positions=self.model_positions or max_positions,
             max_passes=self.cfg.passes_per_step if training else 1,
             chunk_sentences=self.chunk_sentences, whole_chunks=training and self.chunk_sentences is not None,
         )
@@ -314,14 +337,41 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             "positional_scores": torch.tensor([0.0]),
         }
 
+    def state_dict(self):
+        """fairseq's task state, and the fingerprints of the dictionaries the model is trained with
+        (saved in its checkpoints: ``load_state_dict`` compares them with the data's)."""
+        return {**super().state_dict(), DICTIONARIES: self.dictionary_fingerprints()}
+
+    def load_state_dict(self, state_dict):
+        """A checkpoint's task state. One whose model was trained with other dictionaries than the
+        data's (the same size in another order decodes garbage without a word) is refused."""
+        trained = state_dict.get(DICTIONARIES)
+        if trained is not None:
+            here = self.dictionary_fingerprints()
+            for side, language in (("source", self.cfg.source_lang), ("target", self.cfg.target_lang)):
+                if trained[side] != here[side]:
+                    raise DocumentDataError(
+                        f"the checkpoint's model was trained with another {side} dictionary than "
+                        f"{os.path.join(self.cfg.data.split(os.pathsep)[0], f'dict.{language}.txt')} "
+                        f"(its symbols or their order differ): binarize the data with the dictionary "
+                        "the model was trained with (fairseq-preprocess --srcdict / --tgtdict)"
+                    )
+        super().load_state_dict(state_dict)
+
+    def dictionary_fingerprints(self) -> dict:
+        return {side: fingerprint(dictionary) for side, dictionary in
+                (("source", self.source_dictionary), ("target", self.target_dictionary))}
+
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        if getattr(args, "beam", 1) < 1:
+            raise OptionError(f"--beam {args.beam}: give 1 or more")
         if getattr(args, "score_reference", False):
-            raise NotImplementedError(
+            raise UnsupportedOptionError(
                 "--score-reference is not supported by document_translation yet: "
                 "it would score every sentence as a document start"
             )
         if getattr(args, "print_alignment", False):
-            raise NotImplementedError(
+            raise UnsupportedOptionError(
                 "--print-alignment is not supported by document_translation yet: fairseq takes "
                 "alignments from a pass of its own, which would not read the document's context"
             )

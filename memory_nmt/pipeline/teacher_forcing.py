@@ -4,10 +4,11 @@ A step's rows (one sentence of each of its lanes) read their context from what t
 carried in (``DocumentSystem.sentence_context``, ``system.py``), go through the model with the
 reference as the decoder's input, and hand on what the lanes carry to their next sentences
 (``DocumentSystem.carry_out``, ``carry.py``). Training and validation (``criterion.py``),
-contrastive scoring (``evaluation/contrastive.py``), the analyses and the tests' reference walks
-all run a sentence this way, so none of them can drift from what training does. Decoding
-(``generator.py``) differs only in where the translation comes from: beam search, not the
-reference.
+contrastive scoring (``evaluation/contrastive.py``), the attention analyses
+(``evaluation/memory_attention.py``) and the tests' shared walk run a sentence this way, so none
+of them can drift from what training does; the gradient-reach analysis alone carries the memory
+undetached, since that is what it measures. Decoding (``generator.py``) differs only in where
+the translation comes from: beam search, not the reference.
 
 The parts are named for torch.profiler as fairseq names its own: "sentence context" (what the
 system computes from the carry, such as a memory's update), "forward" (the model's pass, and the

@@ -22,6 +22,7 @@ from typing import Dict, Iterable, List
 import torch
 from torch import Tensor, nn
 
+from ..pipeline.errors import InputError
 from .context_parameters import context_modules, is_context_parameter
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ ARCHITECTURE_HINT = (
 )
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(InputError):
     """The checkpoint's parameters do not fit the model; the message names them."""
 
 

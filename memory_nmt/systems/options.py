@@ -5,18 +5,23 @@ the parser with fairseq's ``gen_parser_from_dataclass``). A system subclasses ``
 with one field per option, and
 
 - its model's ``add_args`` calls ``add_to(parser)``: every field becomes ``--field-name``, its help
-  followed by its default;
+  followed by its default, and a numeric option refuses a value outside the range its field
+  declares (``metadata={"range": Range(1)}``, ``pipeline/option_ranges.py``) as the command line
+  is parsed;
 - its architecture functions call ``apply(args)``, as fairseq's call ``base_architecture``: an
-  option not given takes its field's default (a named architecture sets its own before), options
-  whose default follows from others get it (``complete``), and ``check`` refuses a value the system
-  cannot use with a message that names the option and says what to give. fairseq runs the
-  architecture function when it parses the command line and again when it builds the model (from
-  a checkpoint too), so a bad value is refused before anything is read or trained.
+  option not given takes its field's default (a named architecture sets its own before), the
+  ranges are checked again (a checkpoint's options and ``--model-overrides`` do not go through the
+  parser), options whose default follows from others get it (``complete``), and ``check`` refuses
+  what depends on several options with an ``OptionError`` that names the option and says what to
+  give. fairseq runs the architecture function when it parses the command line and again when it
+  builds the model (from a checkpoint too), so a bad value is refused before anything is read or
+  trained.
 """
 from dataclasses import dataclass, fields
 
 from fairseq.dataclass import FairseqDataclass
-from fairseq.dataclass.utils import gen_parser_from_dataclass
+
+from ..pipeline.option_ranges import add_with_ranges, check_ranges
 
 
 @dataclass
@@ -24,14 +29,15 @@ class SystemOptions(FairseqDataclass):
     @classmethod
     def add_to(cls, parser):
         """Declare every option on fairseq's parser, without a parser default (``apply`` sets it)."""
-        gen_parser_from_dataclass(parser, cls(), delete_default=True)
+        add_with_ranges(parser, cls(), delete_default=True)
 
     @classmethod
     def apply(cls, args):
-        """Give the options not set in ``args`` their defaults, then ``check`` them all."""
+        """Give the options not set in ``args`` their defaults, then check them all."""
         for option in fields(cls):
             if not option.name.startswith("_") and getattr(args, option.name, None) is None:
                 setattr(args, option.name, option.default)
+        check_ranges(args, cls)
         cls.complete(args)
         cls.check(args)
 
@@ -41,7 +47,7 @@ class SystemOptions(FairseqDataclass):
 
     @classmethod
     def check(cls, args):
-        """Refuse, with a ``ValueError`` naming the option, a value the system cannot use."""
+        """Refuse, with an ``OptionError`` naming the option, what depends on several options."""
 
     def _get_help(self, attribute_name):
         """The field's help, followed by its default where it has a value of its own."""

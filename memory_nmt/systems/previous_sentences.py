@@ -89,8 +89,9 @@ class ContextCuts:
     def __init__(self):
         self.count = 0
 
-    def fitting(self, sentences: Sentences, budget: int) -> List[Tensor]:
-        """The most recent of ``sentences`` whose tokens fit ``budget``; older ones are cut."""
+    def fitting(self, sentences: Sentences, budget: int, bound: str, remedy: str) -> List[Tensor]:
+        """The most recent of ``sentences`` whose tokens fit ``budget``; older ones are cut.
+        The log names what bounds the budget (``bound``) and what would keep them (``remedy``)."""
         kept, used = [], 0
         for sentence in reversed(sentences):
             if used + sentence.numel() > budget:
@@ -98,10 +99,9 @@ class ContextCuts:
                 if str(self.count).rstrip("0") == "1":
                     logger.warning(
                         "context cut %d times so far: the latest, a context sentence of %d tokens, "
-                        "did not fit the model's positions beside the current sentence (%d of %d "
-                        "tokens left), so it and any older context were left out; raise "
-                        "--max-source-positions / --max-target-positions to keep them",
-                        self.count, sentence.numel(), budget - used, budget,
+                        "did not fit beside the current sentence within %s (%d of %d tokens left), "
+                        "so it and any older context were left out; to keep them, %s",
+                        self.count, sentence.numel(), bound, max(budget - used, 0), max(budget, 0), remedy,
                     )
                 break
             kept.append(sentence)
@@ -124,7 +124,10 @@ class PreviousSentencesSystem(DocumentSystem):
         beside its current sentence (``sentences``, unpadded), the oldest cut first."""
         limit = self.encoder.max_positions()
         return [
-            self.context_cuts.fitting(source, limit - sentence.numel())
+            self.context_cuts.fitting(
+                source, limit - sentence.numel(), f"the encoder's {limit} positions (--max-source-positions)",
+                "raise --max-source-positions",
+            )
             for (source, _), sentence in zip(previous, sentences)
         ]
 

@@ -22,6 +22,7 @@ from fairseq.optim.lr_scheduler.inverse_square_root_schedule import (
     InverseSquareRootSchedule,
 )
 
+from ..pipeline.option_ranges import OptionError, Range, add_with_ranges, check_ranges
 from .context_parameters import is_context_parameter
 
 logger = logging.getLogger(__name__)
@@ -35,12 +36,14 @@ class TwoRateInverseSqrtConfig(InverseSquareRootLRScheduleConfig):
         default=None,
         metadata={"help": "peak learning rate of the parameters the document system adds (the "
                           "memory, the context network; --lr is the pretrained parameters'; the "
-                          "memory paper finetunes with 3e-4 and --lr 6e-5)"},
+                          "memory paper finetunes with 3e-4 and --lr 6e-5)",
+                  "range": Range(0)},
     )
     memory_warmup_updates: Optional[int] = field(
         default=None,
         metadata={"help": "warm-up updates of the parameters the document system adds "
-                          "(default: --warmup-updates)"},
+                          "(default: --warmup-updates)",
+                  "range": Range(1)},
     )
 
 
@@ -61,13 +64,13 @@ def split_context_parameters(optimizer: FairseqOptimizer) -> Tuple[ParamGroupVie
     """Move the context parameters out of the optimizer's one group into a second group."""
     groups = optimizer.optimizer.param_groups
     if len(groups) != 1:
-        raise ValueError(
+        raise OptionError(
             f"--lr-scheduler {SCHEDULER} splits the optimizer's parameter group in two, but "
             f"--optimizer {optimizer.__class__.__name__} has {len(groups)} groups already"
         )
     context = [parameter for parameter in groups[0]["params"] if is_context_parameter(parameter)]
     if not context:
-        raise ValueError(
+        raise OptionError(
             f"--lr-scheduler {SCHEDULER}: the optimizer holds no parameters of a document system's "
             "own (a memory, a context network); use it with a document system's --arch, such as "
             "transformer_recurrent_memory (and --fp16-no-flatten-grads with --fp16)"
@@ -78,8 +81,11 @@ def split_context_parameters(optimizer: FairseqOptimizer) -> Tuple[ParamGroupVie
 
 
 def memory_schedule_config(cfg: TwoRateInverseSqrtConfig) -> InverseSquareRootLRScheduleConfig:
+    check_ranges(cfg, TwoRateInverseSqrtConfig)
+    if cfg.warmup_updates < 1:  # fairseq's inverse_sqrt divides by it
+        raise OptionError(f"--warmup-updates {cfg.warmup_updates}: give 1 or more with --lr-scheduler {SCHEDULER}")
     if cfg.memory_lr is None:
-        raise ValueError(
+        raise OptionError(
             f"--lr-scheduler {SCHEDULER} needs --memory-lr, the peak learning rate of the parameters "
             "the document system adds"
         )
@@ -92,6 +98,10 @@ def memory_schedule_config(cfg: TwoRateInverseSqrtConfig) -> InverseSquareRootLR
 @register_lr_scheduler(SCHEDULER, dataclass=TwoRateInverseSqrtConfig)
 class TwoRateInverseSqrtSchedule(InverseSquareRootSchedule):
     """fairseq's ``inverse_sqrt`` for the pretrained parameters, and a second one for the context parameters."""
+
+    @classmethod
+    def add_args(cls, parser):
+        add_with_ranges(parser, TwoRateInverseSqrtConfig())
 
     def __init__(self, cfg: TwoRateInverseSqrtConfig, optimizer: FairseqOptimizer):
         memory_cfg = memory_schedule_config(cfg)  # before super() resolves cfg.warmup_init_lr

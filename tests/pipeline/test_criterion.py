@@ -7,9 +7,8 @@ import dataclasses
 import pytest
 import torch
 
-from conftest import AMN, CONCAT, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
+from conftest import AMN, CONCAT, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, refused_option
 from memory_nmt.pipeline.carry import CarryOrderError, CarryStore
-from memory_nmt.pipeline.data import DocumentDataError
 
 
 def _window_of_three(task):
@@ -197,9 +196,10 @@ def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, 
     assert got == reached
 
 
-def test_a_negative_gradient_reach_is_refused(data_bin):
-    with pytest.raises(DocumentDataError, match="--gradient-reach -1"):
-        build(data_bin, *TINY_MODEL, "--gradient-reach", "-1")
+def test_a_negative_gradient_reach_is_refused(data_bin, capsys):
+    assert refused_option(capsys, data_bin, *TINY_MODEL, "--gradient-reach", "-1").endswith(
+        "argument --gradient-reach: -1: give 0 or more"
+    )
 
 
 def test_memory_is_carried_across_windows_and_checked(data_bin):

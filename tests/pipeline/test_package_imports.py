@@ -1,6 +1,6 @@
-"""The package's import graph, read from its source: no cycle, a pipeline that knows no system, and
-nothing below the document task imports it; and the tools beside the plugin that need no model
-start without fairseq.
+"""The import graph of the plugin and of the tools beside it, read from their source: no cycle, a
+pipeline that knows no system, nothing below the document task imports it, the plugin imports
+nothing of the tools; and the tools that need no model start without fairseq.
 
 Every ``import`` statement of every module counts, those inside functions too. ``from .a import b``
 is an edge to module ``a.b`` where that is a module, else to ``a``. Importing a module also runs
@@ -12,9 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import PLUGIN
+from conftest import PLUGIN, REPO
 
 PACKAGE = PLUGIN.name
+TOOLS = "memory_nmt_tools"
 
 
 def module_name(path: Path) -> str:
@@ -43,17 +44,18 @@ def imports_of(path: Path, modules: set) -> set:
 
 
 def import_graph() -> dict:
-    paths = sorted(PLUGIN.rglob("*.py"))
+    paths = sorted([*PLUGIN.rglob("*.py"), *(REPO / TOOLS).rglob("*.py")])
     modules = {module_name(path) for path in paths}
     return {module_name(path): imports_of(path, modules) for path in paths}
 
 
 def test_the_graph_is_read_from_the_source():
     graph = import_graph()
-    assert f"{PACKAGE}.pipeline.system" in graph[f"{PACKAGE}.pipeline.criterion"]
+    assert f"{PACKAGE}.pipeline.document_task" in graph[f"{PACKAGE}.pipeline.criterion"]
     assert f"{PACKAGE}.pipeline.teacher_forcing" in graph[f"{PACKAGE}.pipeline.criterion"]
     assert f"{PACKAGE}.systems.previous_sentences" in graph[f"{PACKAGE}.systems.context_concat.model"]
     assert f"{PACKAGE}.pipeline.task" in graph[PACKAGE]
+    assert f"{TOOLS}.document_bleu" in graph[f"{TOOLS}.compare_systems"]
 
 
 def test_no_import_cycle():
@@ -84,16 +86,26 @@ def test_the_pipeline_imports_nothing_of_the_systems_or_the_tools():
             assert not outside, f"{module} imports {outside}"
 
 
+def test_the_plugin_imports_nothing_of_the_tools_beside_it():
+    graph = import_graph()
+    for module, imported in graph.items():
+        if module.split(".")[0] == PACKAGE:
+            assert not [m for m in imported if m.split(".")[0] == TOOLS], module
+
+
 def test_only_the_package_itself_imports_the_document_task():
     graph = import_graph()
-    importers = sorted(module for module, imported in graph.items() if f"{PACKAGE}.pipeline.task" in imported)
-    assert importers == [PACKAGE]
+    importers = sorted(
+        module for module, imported in graph.items()
+        if module.split(".")[0] == PACKAGE and f"{PACKAGE}.pipeline.task" in imported
+    )
+    assert importers == [PACKAGE]  # the tools above the plugin may use it
 
 
 def test_the_tools_that_need_no_model_import_neither_fairseq_nor_the_plugin():
     """Importing the plugin registers it with fairseq (seconds, and fairseq's log lines on stderr):
     the commands that read and write text only start at once and print their own lines only."""
-    light = ["text_files", "generate_texts", "document_bleu", "prepare_documents", "compare_systems", "experiments"]
+    light = ["text_files", "paths", "generate_texts", "document_bleu", "prepare_documents", "compare_systems", "experiments"]
     probe = (
         f"import sys; import {', '.join('memory_nmt_tools.' + name for name in light)}; "
         "print(sorted(name for name in ('fairseq', 'torch', PACKAGE) if name in sys.modules))"

@@ -20,9 +20,11 @@ from conftest import (
     check_context_reach,
     fairseq_command,
     fitted_parameters,
+    refused_option,
     run,
     walk,
 )
+from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.associated_memory.context_network import GATE_BIAS
 from memory_nmt.systems.associated_memory.model import AssociatedMemoryTransformerModel
 from memory_nmt.systems.context_parameters import is_context_parameter
@@ -162,13 +164,12 @@ def test_without_inter_sentence_attention_every_word_reads_the_same_context_vect
     assert all(uniform) if ablated else not any(uniform)
 
 
-@pytest.mark.parametrize("options, message", [
-    (["--context-sentences", "0"], "--context-sentences 0: give the number of previous source sentences"),
-    (["--encoder-normalize-before"], "does not support --encoder-normalize-before"),
-])
-def test_options_it_cannot_use_are_refused_by_name(data_bin, options, message):
-    with pytest.raises(ValueError, match=message):
-        build(data_bin, *AMN, *options)
+def test_options_it_cannot_use_are_refused_by_name(data_bin, capsys):
+    assert refused_option(capsys, data_bin, *AMN, "--context-sentences", "0").endswith(
+        "argument --context-sentences: 0: give 1 or more"
+    )
+    with pytest.raises(OptionError, match="does not support --encoder-normalize-before"):
+        build(data_bin, *AMN, "--encoder-normalize-before")
 
 
 def test_decoding_in_any_batches_translates_every_sentence_once_alike(data_bin):

@@ -278,7 +278,28 @@ def test_interactive_chunks_end_where_its_buffer_does(data_bin, local_global_che
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(re.findall(r"^H-\d+\t", done.stdout, re.M)) == len(lines)
-    assert "its chunk ends there" in done.stderr and "a --buffer-size of at least 3 lines keeps chunks whole" in done.stderr
+    assert "chunk cut by fairseq-interactive's buffer 1 times so far" in done.stderr
+    assert "give a --buffer-size of at least the input's lines, or translate with fairseq-generate" in done.stderr
+
+
+def test_chunks_cut_by_buffers_are_counted_and_logged_at_the_1st_10th_100th(caplog):
+    """A buffer cuts a chunk only where its document goes on past it and the chunk is not full."""
+    from memory_nmt.pipeline.interactive import InteractiveSession
+
+    session = InteractiveSession()
+    session.chunk_sentences = 4
+    for _ in range(16):  # one document of 32 lines in buffers of 2: chunks end at lines 2, 4, 6, ...
+        session.place(["a", "b"])
+    session.place(["", "c"])  # the document ended with the last buffer: nothing cut
+    assert session.chunks_cut_by_buffers == 15
+    logged = [int(count) for count in re.findall(r"buffer (\d+) times so far", caplog.text)]
+    assert logged == [1, 10]
+
+    full = InteractiveSession()
+    full.chunk_sentences = 2
+    for _ in range(4):  # chunks of 2 end where the buffers of 2 do
+        full.place(["a", "b"])
+    assert full.chunks_cut_by_buffers == 0
 
 
 def test_interactive_chunks_are_cut_by_size_and_buffer_and_forgotten_once_translated():

@@ -6,7 +6,8 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from conftest import TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, walk
+from conftest import TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, refused_option, walk
+from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.systems.recurrent_memory.model import memory_layer_indices
 
@@ -46,6 +47,28 @@ def test_memory_model_with_transformer_weights_is_that_transformer(plain_and_mem
         expected = plain_generator.generate([plain], sample)
         got = document_generator.generate([memory_model], sample)
         assert [h[0]["tokens"].tolist() for h in got] == [h[0]["tokens"].tolist() for h in expected]
+
+
+def test_the_pipelines_teacher_forced_step_is_the_memory_written_out_by_hand(data_bin):
+    """``walk`` (the pipeline's teacher-forced step, which training, scoring and the other tests
+    run) against the memory model's own parts: each sentence reads the carried memory with the
+    previous sentence's states written into it, and carries on that memory and its own states."""
+    task, model, _, _ = build(data_bin, *TINY_MODEL)
+    make_reads_nonzero(model)
+    model.eval()
+    steps = batches(task, "test")
+    expected, carry = {}, None
+    with torch.no_grad():
+        for sample in steps:
+            lanes = sample["lanes"]
+            carried = carry.select(lanes) if carry is not None and sample["position"].step else None
+            memory = model.read_memory(carried, lanes.numel())
+            logits, extra = model(**sample["net_input"], memory=memory)
+            carry = model.carry_after(lanes, memory, extra["encoder_out"], extra)
+            expected.update(zip(sample["id"].tolist(), logits))
+    walked = walk(model, steps)
+    assert walked.keys() == expected.keys()
+    assert all(torch.equal(walked[sentence], expected[sentence]) for sentence in expected)
 
 
 def test_sentence_depends_on_its_own_document_only(data_bin):
@@ -97,11 +120,17 @@ def test_memory_layer_choice(data_bin):
         memory_layer_indices("6", 6)
 
 
-@pytest.mark.parametrize("option, value", [("--memory-size", "0"), ("--memory-size", "-1"), ("--memory-layers", "")])
-def test_a_memory_option_the_model_cannot_use_is_refused_by_name(data_bin, option, value):
+@pytest.mark.parametrize("value", ["0", "-1", "4097"])
+def test_a_memory_size_out_of_its_range_is_refused_as_the_command_line_is_parsed(data_bin, capsys, value):
     """Not replaced by the default, not an error from deep inside torch."""
-    with pytest.raises(ValueError, match=f"^{option} '?{re.escape(value)}'?: give"):
-        build(data_bin, *TINY_MODEL, option, value)
+    assert refused_option(capsys, data_bin, *TINY_MODEL, "--memory-size", value).endswith(
+        f"argument --memory-size: {value}: give 1 to 4096"
+    )
+
+
+def test_memory_layers_the_model_cannot_use_are_refused_by_name(data_bin):
+    with pytest.raises(OptionError, match="^--memory-layers '': give"):
+        build(data_bin, *TINY_MODEL, "--memory-layers", "")
 
 
 @pytest.mark.parametrize("dropout, activation_dropout", [("0.3", "0"), ("0", "0.5")])

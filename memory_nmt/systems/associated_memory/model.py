@@ -51,10 +51,11 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
-from ..previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
+from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import SentenceContext
 from ..checkpoint_fit import FitsTransformerCheckpoints
 from ..options import SystemOptions
+from ..previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer
 from .context_network import ContextualAssociatedMemory
 
@@ -162,12 +163,12 @@ class AssociatedMemoryTransformerModel(PreviousSentencesSystem, FitsTransformerC
         return SentenceContext(inputs=inputs, kept=previous)
 
     def collate_context(self, contexts: List[List[Tensor]]) -> Tensor:
-        """(B, J, L), right-padded: J = 1 joined sequence per row (concatenate) or J = N
-        sentences, oldest first, a row's missing ones all padding (parallel)."""
+        """(B, J, L), right-padded: J = 1 joined sequence per row (concatenate) or the most
+        sentences a row has (at most N), oldest first, a row's missing ones all padding (parallel)."""
         if self.context_combination == "concatenate":
             sequences, width = [[torch.cat(sentences)] if sentences else [] for sentences in contexts], 1
         else:
-            sequences, width = contexts, self.context_sentence_count
+            sequences, width = contexts, max(len(sentences) for sentences in contexts)
         nothing = next(sentence for sentences in contexts for sentence in sentences)[:0]
         flat = [row[j] if j < len(row) else nothing for row in sequences for j in range(width)]
         tokens = data_utils.collate_tokens(flat, self.encoder.padding_idx, left_pad=False)
@@ -179,7 +180,8 @@ class AssociatedMemoryOptions(SystemOptions):
     context_sentences: int = field(
         default=1,
         metadata={"help": "previous source sentences of the document the associated memory reads "
-                          "(1 is the paper's)"},
+                          "(1 is the paper's)",
+                  "range": Range(1)},
     )
     context_combination: ChoiceEnum(CONTEXT_COMBINATIONS) = field(
         default="concatenate",
@@ -200,11 +202,6 @@ class AssociatedMemoryOptions(SystemOptions):
 
     @classmethod
     def check(cls, args):
-        if args.context_sentences < 1:
-            raise ValueError(
-                f"--context-sentences {args.context_sentences}: give the number of previous source "
-                "sentences to read, 1 or more (fairseq's transformer reads none)"
-            )
         refused = {
             "--encoder-normalize-before": args.encoder_normalize_before,
             "--encoder-layerdrop": args.encoder_layerdrop > 0,
@@ -212,7 +209,7 @@ class AssociatedMemoryOptions(SystemOptions):
         }
         for option, given in refused.items():
             if given:
-                raise ValueError(
+                raise OptionError(
                     f"transformer_associated_memory does not support {option}: the associated "
                     "memory reads the top encoder layer's post-norm self-attention output"
                 )

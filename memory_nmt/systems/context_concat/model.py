@@ -49,9 +49,10 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
-from ..previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
+from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import SentenceContext
 from ..options import SystemOptions
+from ..previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer
 
 
@@ -132,7 +133,7 @@ class ContextConcatDecoder(TransformerDecoderBase):
         """Each row's prefix, then its ``prev_output_tokens`` without their leading ``</s>``,
         right-padded."""
         if not bool(prev_output_tokens[:, 0].eq(self.dictionary.eos()).all()):
-            raise ValueError(
+            raise OptionError(
                 "transformer_context_concat's target context needs right-padded targets starting "
                 "with </s> (fairseq's default); leave out --left-pad-target True"
             )
@@ -220,8 +221,17 @@ class ContextConcatTransformerModel(PreviousSentencesSystem, TransformerModel):
             inputs["source_with_context"] = data_utils.collate_tokens(rows, pad, eos, left_pad=True)
         if self.target_context:
             start = net_input["src_tokens"].new_full((1,), eos)
-            budget = self.decoder.max_positions() - target_room - 1
-            rows = [torch.cat([start, *self.context_cuts.fitting(context, budget)]) for _, context in previous]
+            positions = self.decoder.max_positions()
+            bound = (
+                f"the decoder's {positions} positions (--max-target-positions) less the {target_room} "
+                "the translation may take (the reference's length in training; in decoding the "
+                "generator's length limit, --max-len-a / --max-len-b)"
+            )
+            remedy = "lower --max-len-a / --max-len-b when decoding, or raise --max-target-positions"
+            rows = [
+                torch.cat([start, *self.context_cuts.fitting(context, positions - target_room - 1, bound, remedy)])
+                for _, context in previous
+            ]
             inputs["target_prefix"] = data_utils.collate_tokens(rows, pad, eos, left_pad=False)
         return SentenceContext(inputs=inputs, kept=previous)
 
@@ -230,22 +240,15 @@ class ContextConcatTransformerModel(PreviousSentencesSystem, TransformerModel):
 class ContextConcatOptions(SystemOptions):
     source_context: int = field(
         default=1,
-        metadata={"help": "previous source sentences of the document the encoder reads before the current one"},
+        metadata={"help": "previous source sentences of the document the encoder reads before the current one",
+                  "range": Range(0)},
     )
     target_context: int = field(
         default=0,
         metadata={"help": "previous target sentences of the document the decoder reads as a forced "
-                          "prefix of the current translation"},
+                          "prefix of the current translation",
+                  "range": Range(0)},
     )
-
-    @classmethod
-    def check(cls, args):
-        for option in ("source_context", "target_context"):
-            if getattr(args, option) < 0:
-                raise ValueError(
-                    f"--{option.replace('_', '-')} {getattr(args, option)}: give a number of "
-                    "previous sentences, 0 or more"
-                )
 
 
 def context_concat_base(args):

@@ -23,6 +23,8 @@ from fairseq import utils
 from fairseq.modules import FairseqDropout, LayerNorm
 from torch import Tensor, nn
 
+from ...pipeline.option_ranges import OptionError
+
 
 @dataclass
 class ChunkWords:
@@ -87,7 +89,7 @@ class SegmentRelativeAttention(nn.Module):
     def __init__(self, embed_dim: int, heads: int, max_distance: int, dropout: float):
         super().__init__()
         if embed_dim % heads:
-            raise ValueError(f"the embedding dimension {embed_dim} must be divisible by the {heads} heads")
+            raise OptionError(f"the embedding dimension {embed_dim} must be divisible by the {heads} heads")
         self.heads, self.head_dim, self.max_distance = heads, embed_dim // heads, max_distance
         self.q_proj = nn.Linear(embed_dim, embed_dim)
         self.k_proj = nn.Linear(embed_dim, embed_dim)

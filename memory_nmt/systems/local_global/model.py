@@ -51,6 +51,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor, nn
 
 from ...pipeline.carry import Carry
+from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
 from ..checkpoint_fit import FitsTransformerCheckpoints
@@ -87,7 +88,7 @@ class LocalGlobalEncoder(TransformerEncoderBase):
         ``chunk_ids[r]``. Returns (states (S, B, C), padding (B, S)): the local encoding, fused with
         the global one in chunks of several sentences."""
         if int(positions.max()) >= self.segment_embeddings.num_embeddings:
-            raise ValueError(
+            raise OptionError(
                 f"a chunk holds sentence {int(positions.max()) + 1}, but the model has segment embeddings for "
                 f"{self.segment_embeddings.num_embeddings} (--max-chunk-sentences): decode with "
                 "--chunk-sentences at most that"
@@ -263,7 +264,7 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
         row's sentence as its chunk's encoding gave it (a chunk is encoded at its first
         sentence, from ``chunk_src_tokens``), and the decoder states of its previous sentence."""
         if "chunk_positions" not in net_input:
-            raise ValueError(
+            raise OptionError(
                 "transformer_local_global reads its documents in chunks: translate with --task "
                 "document_translation, whose batches say where each sentence stands in its chunk"
             )
@@ -329,22 +330,29 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
         return ChunkCarry(lanes, encoded, encoded_padding, memory, memory_padding)
 
 
+MOST_CHUNK_SENTENCES = 1000  # a chunk goes whole into one training batch; the paper's have 20
+
+
 @dataclass
 class LocalGlobalOptions(SystemOptions):
     chunk_sentences: int = field(
         default=20,
         metadata={"help": "documents are translated in chunks of at most N sentences, the encoder "
-                          "reading a whole chunk (20 is the paper's)"},
+                          "reading a whole chunk (20 is the paper's)",
+                  "range": Range(1, MOST_CHUNK_SENTENCES)},
     )
     max_chunk_sentences: Optional[int] = field(
         default=None,
         metadata={"help": "segment embeddings the model has: the longest chunk it can read "
-                          "(default: --chunk-sentences)"},
+                          "(default: --chunk-sentences)",
+                  "range": Range(1, MOST_CHUNK_SENTENCES)},
     )
     max_relative_sentences: Optional[int] = field(
         default=None,
         metadata={"help": "sentence distances of the global layer's relative attention are clipped "
-                          "to [-K, K] (default: --max-chunk-sentences minus 1)"},
+                          "to [-K, K], at most --max-chunk-sentences minus 1 (the default: nothing "
+                          "clipped)",
+                  "range": Range(0)},
     )
 
     @classmethod
@@ -356,20 +364,24 @@ class LocalGlobalOptions(SystemOptions):
 
     @classmethod
     def check(cls, args):
-        if not 1 <= args.chunk_sentences <= args.max_chunk_sentences:
-            raise ValueError(
+        if args.chunk_sentences > args.max_chunk_sentences:
+            raise OptionError(
                 f"--chunk-sentences {args.chunk_sentences}: give 1 or more, at most --max-chunk-sentences "
                 f"{args.max_chunk_sentences} (the segment embeddings the model has)"
             )
-        if args.max_relative_sentences < 0:
-            raise ValueError(f"--max-relative-sentences {args.max_relative_sentences}: give 0 or more")
+        if args.max_relative_sentences > args.max_chunk_sentences - 1:
+            raise OptionError(
+                f"--max-relative-sentences {args.max_relative_sentences}: give 0 to "
+                f"{args.max_chunk_sentences - 1} (--max-chunk-sentences minus 1: a chunk holds no "
+                "sentences further apart)"
+            )
         if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
-            raise ValueError(
+            raise OptionError(
                 "transformer_local_global does not support --checkpoint-activations: its decoder "
                 "layers read the previous sentence given per forward call"
             )
         if getattr(args, "cross_self_attention", False):
-            raise ValueError("transformer_local_global does not support --cross-self-attention")
+            raise OptionError("transformer_local_global does not support --cross-self-attention")
 
 
 def local_global_base(args):

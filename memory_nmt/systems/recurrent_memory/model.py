@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
+from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
 from ..checkpoint_fit import FitsTransformerCheckpoints
@@ -55,7 +56,7 @@ def memory_layer_indices(spec: str, num_layers: int) -> List[int]:
     if not parts or not all(re.fullmatch(r"-?\d+", part) for part in parts) or not all(
         -num_layers <= int(part) < num_layers for part in parts
     ):
-        raise ValueError(
+        raise OptionError(
             f"--memory-layers {spec!r}: give comma-separated layer indices between "
             f"{-num_layers} and {num_layers - 1} (-1 is the top layer)"
         )
@@ -283,7 +284,11 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
 
 @dataclass
 class RecurrentMemoryOptions(SystemOptions):
-    memory_size: int = field(default=16, metadata={"help": "memory vectors (d_M) per memory layer"})
+    memory_size: int = field(
+        default=16,
+        metadata={"help": "memory vectors (d_M) per memory layer (the paper's sizes go up to 512)",
+                  "range": Range(1, 4096)},
+    )
     memory_layers: str = field(
         default="-1",
         metadata={"help": "0-based indices of the layers that carry memory, -1 being the top layer"},
@@ -294,23 +299,18 @@ class RecurrentMemoryOptions(SystemOptions):
 
     @classmethod
     def check(cls, args):
-        if args.memory_size < 1:
-            raise ValueError(
-                f"--memory-size {args.memory_size}: give the number of memory vectors per memory "
-                "layer, 1 or more (the paper's default is 16)"
-            )
         for side in ("encoder", "decoder"):
             if args.memory_sides not in ("both", side):
                 continue
             layers = memory_layer_indices(args.memory_layers, getattr(args, f"{side}_layers"))
             if getattr(args, f"{side}_normalize_before"):
-                raise ValueError(
+                raise OptionError(
                     f"{side}.{layers[0]}: transformer_recurrent_memory reads the memory after the "
                     "post-norm self-attention block; pre-norm layers "
                     "(--encoder/--decoder-normalize-before) are not supported"
                 )
         if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
-            raise ValueError(
+            raise OptionError(
                 "transformer_recurrent_memory does not support --checkpoint-activations: "
                 "its memory layers read memory given per forward call"
             )
