@@ -29,6 +29,7 @@ TINY_DIMS = [
 TINY_MODEL = ["--arch", "transformer_recurrent_memory_small", *TINY_DIMS, "--memory-size", "4"]
 CONCAT = ["--arch", "transformer_context_concat_small", *TINY_DIMS]
 AMN = ["--arch", "transformer_associated_memory_small", *TINY_DIMS]
+LOCAL_GLOBAL = ["--arch", "transformer_local_global_small", *TINY_DIMS]
 COMMON = [  # fairseq-train options of the CLI tests
     "--user-dir", str(PLUGIN), "--label-smoothing", "0.1", "--optimizer", "adam",
     "--max-tokens", "200", "--cpu", "--seed", "1", "--log-format", "simple",

@@ -2,9 +2,11 @@
 -> s-BLEU / d-BLEU, fairseq-validate, and checkpoints that load under torch >= 2.6."""
 import argparse
 import re
+import shutil
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from conftest import MEMORY_TRAIN, PLUGIN, REPO, fairseq_command, run
@@ -118,3 +120,54 @@ def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin
     log = resumed.stdout + resumed.stderr
     assert re.search(r"Loaded checkpoint .*checkpoint_1_4\.pt \(epoch 1 @ 4 updates\)", log)
     assert "num_updates 6" in log or "num_updates=6" in log
+
+
+@pytest.mark.parametrize("contents, message", [
+    (b"", "cannot be read as a checkpoint (EOFError"),
+    (None, "cannot be read as a checkpoint"),  # a real checkpoint cut short
+    ({"epoch": 1}, "torch can read it, but it is not a fairseq checkpoint"),
+], ids=["empty", "cut-short", "not-fairseq"])
+def test_a_file_that_is_not_a_whole_checkpoint_is_refused_by_name(data_bin, concat_checkpoint, tmp_path, contents, message):
+    """fairseq fails on these with EOFError, OSError or KeyError: 'best_loss' from its loader."""
+    from fairseq import checkpoint_utils
+
+    from memory_nmt.checkpoint_loading import CheckpointFileError
+
+    path = tmp_path / "checkpoint.pt"
+    if contents is None:
+        path.write_bytes(concat_checkpoint.read_bytes()[:20000])
+    elif isinstance(contents, bytes):
+        path.write_bytes(contents)
+    else:
+        torch.save(contents, path)
+    with pytest.raises(CheckpointFileError, match=re.escape(f"{path}: {message}")):
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+
+
+def test_an_error_in_what_the_user_gave_is_one_line_without_a_traceback(data_bin, tmp_path):
+    (tmp_path / "empty.pt").write_bytes(b"")
+    result = subprocess.run([
+        fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", str(PLUGIN), "--task",
+        "document_translation", "--path", str(tmp_path / "empty.pt"), "--gen-subset", "test", "--cpu",
+    ], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert f"fairseq-generate: error: {tmp_path / 'empty.pt'}: cannot be read as a checkpoint" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_checkpoint_trained_with_another_dictionary_is_refused(data_bin, concat_checkpoint, tmp_path):
+    """The same size in another order would decode garbage without a word: the checkpoint keeps
+    its dictionaries' fingerprints, which the data's must match."""
+    from fairseq import checkpoint_utils
+
+    from memory_nmt.pipeline.data import DocumentDataError
+
+    shuffled = tmp_path / "data-bin"
+    shutil.copytree(data_bin, shuffled)
+    lines = (shuffled / "dict.en.txt").read_text().splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    for language in ("en", "de"):
+        (shuffled / f"dict.{language}.txt").write_text("\n".join(lines) + "\n")
+    checkpoint_utils.load_model_ensemble_and_task([str(concat_checkpoint)], arg_overrides={"data": str(data_bin)})
+    with pytest.raises(DocumentDataError, match=r"trained with another source dictionary than .*dict\.en\.txt"):
+        checkpoint_utils.load_model_ensemble_and_task([str(concat_checkpoint)], arg_overrides={"data": str(shuffled)})

@@ -33,6 +33,9 @@ def test_docids_errors_name_file_and_line(tmp_path):
     path.write_text("a\na \na\n")
     with pytest.raises(DocumentDataError, match=r"docids:2: document id 'a ' has spaces at its ends"):
         read_docids(str(path), 3)
+    (tmp_path / "valid.en-de.docids").mkdir()
+    with pytest.raises(DocumentDataError, match=r"valid.en-de.docids: a directory, where the split's document index"):
+        read_docids(str(tmp_path / "valid.en-de.docids"), 3)
 
 
 def _documents(task, split):

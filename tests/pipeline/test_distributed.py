@@ -31,6 +31,26 @@ def test_two_cpu_workers_form_one_job(data_bin, tmp_path):
     assert (tmp_path / "checkpoints" / "checkpoint_last.pt").exists()
 
 
+@pytest.mark.skipif(shutil.which("torchrun", path=str(Path(sys.executable).parent)) is None,
+                    reason="torchrun not installed")
+def test_torchrun_without_the_legacy_ddp_backend_is_refused_by_name(data_bin, tmp_path):
+    """Without --distributed-world-size the task's config says 1 worker: the check counts the
+    process group's (fairseq failed on PyTorch's DistributedDataParallel on CPU)."""
+    command = [
+        str(Path(sys.executable).with_name("torchrun")), "--nproc_per_node", "2",
+        fairseq_command("fairseq-train"), str(data_bin), "--user-dir", str(PLUGIN),
+        "--task", "document_translation", *TINY_MODEL,
+        "--criterion", "document_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "1e-3",
+        "--max-tokens", "100", "--max-update", "1", "--cpu", "--distributed-backend", "gloo",
+        "--save-dir", str(tmp_path / "checkpoints"),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "fairseq-train: error: --ddp-backend pytorch_ddp: document training calls backward once per sentence step" in log
+    assert "device_ids and output_device" not in log
+
+
 def test_two_workers_follow_one_worker_with_update_freq_2(data_bin, tmp_path):
     """Two workers against one with --update-freq 2: the same number of windows per update,
     but not the same pairs (whole document groups are dealt to workers), so the losses agree

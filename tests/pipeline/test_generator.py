@@ -129,3 +129,12 @@ def test_generation_options_without_document_context_are_refused_up_front(data_b
     task, model, _, _ = build(data_bin, *TINY_MODEL)
     with pytest.raises(NotImplementedError, match=f"--{unsupported.replace('_', '-')} is not supported"):
         task.build_generator([model], argparse.Namespace(**{unsupported: "hard"}))
+
+
+def test_a_beam_of_0_is_refused_by_name(data_bin):
+    """fairseq's beam search fails on it with a torch error from deep inside."""
+    from memory_nmt.pipeline.option_ranges import OptionError
+
+    task, model, _, _ = build(data_bin, *TINY_MODEL)
+    with pytest.raises(OptionError, match="^--beam 0: give 1 or more"):
+        task.build_generator([model], argparse.Namespace(beam=0))

@@ -50,3 +50,20 @@ def test_a_document_system_outside_the_document_task_is_refused(data_bin, arch):
     without its context and say nothing."""
     with pytest.raises(DocumentSystemError, match="translates documents: use --task document_translation"):
         build(data_bin, *arch, task="translation")
+
+
+def test_the_document_hub_translates_a_sentence_models_documents_sentence_by_sentence(data_bin, sentence_checkpoint):
+    """Any class's from_pretrained loads what the checkpoint holds: a transformer trained in
+    fairseq's translation task has no context, so each sentence is translated alone."""
+    from fairseq.models.transformer import TransformerModel
+
+    from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel
+
+    where = dict(checkpoint_file=sentence_checkpoint.name, data_name_or_path=str(data_bin))
+    hub = RecurrentMemoryTransformerModel.from_pretrained(str(sentence_checkpoint.parent), **where)
+    plain = TransformerModel.from_pretrained(str(sentence_checkpoint.parent), **where)
+    for interface in (hub, plain):
+        interface.cfg.generation.max_len_b = 20
+    text = (data_bin.parent / "raw" / "test.en").read_text().strip("\n")
+    documents = [document.split("\n") for document in text.split("\n\n")]
+    assert hub.translate_documents(documents, beam=3) == [plain.translate(document, beam=3) for document in documents]

@@ -24,6 +24,7 @@ from conftest import (
     run,
     walk,
 )
+from memory_nmt.pipeline.data import DocumentDataError
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.associated_memory.context_network import GATE_BIAS
 from memory_nmt.systems.associated_memory.model import AssociatedMemoryTransformerModel
@@ -170,6 +171,17 @@ def test_options_it_cannot_use_are_refused_by_name(data_bin, capsys):
     )
     with pytest.raises(OptionError, match="does not support --encoder-normalize-before"):
         build(data_bin, *AMN, "--encoder-normalize-before")
+
+
+def test_max_tokens_holds_the_context_with_the_trainers_max_positions(data_bin):
+    """As for the concatenation model: fairseq's trainer counts --max-tokens into the positions it
+    passes, and the context is still counted within --max-tokens, up to the model's positions."""
+    from fairseq import utils
+
+    task, model, _, _ = build(data_bin, *AMN, "--context-sentences", "3")
+    positions = utils.resolve_max_positions(task.max_positions(), model.max_positions(), 12)
+    with pytest.raises(DocumentDataError, match="with the previous sentences its system reads, more than --max-tokens 12"):
+        batches(task, "train", max_tokens=12, max_positions=positions)
 
 
 def test_decoding_in_any_batches_translates_every_sentence_once_alike(data_bin):

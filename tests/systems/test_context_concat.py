@@ -19,8 +19,9 @@ from conftest import (
     check_hypotheses_score_as_teacher_forced,
     walk,
 )
-from memory_nmt.systems.previous_sentences import PreviousSentences, unpadded
+from memory_nmt.pipeline.data import DocumentDataError
 from memory_nmt.pipeline.teacher_forcing import teacher_forced_step
+from memory_nmt.systems.previous_sentences import PreviousSentences, unpadded
 
 
 def concat_model(data_bin, source, target, *more):
@@ -168,6 +169,47 @@ def test_batches_count_the_context_within_max_tokens(data_bin):
                     walked += 1
                 carry = step.carry
     assert walked > 10
+
+
+def test_max_tokens_holds_the_context_with_the_trainers_max_positions(data_bin):
+    """fairseq's trainer counts --max-tokens into the positions it passes: the context is still
+    counted up to the model's own positions, to which it is cut, so a sentence with its context
+    over --max-tokens is refused, never trained on in a wider batch."""
+    from fairseq import utils
+
+    task, model, _ = concat_model(data_bin, 3, 0)
+
+    def trainer_batches(max_tokens):
+        positions = utils.resolve_max_positions(task.max_positions(), model.max_positions(), max_tokens)
+        return batches(task, "train", max_tokens=max_tokens, max_positions=positions)
+
+    with pytest.raises(DocumentDataError, match="with the previous sentences its system reads, more than --max-tokens 12"):
+        trainer_batches(12)
+    carry, walked = None, 0
+    with torch.no_grad():
+        for item in trainer_batches(120):
+            for sample in item["steps"]:
+                lanes = sample["lanes"]
+                carry_in = carry.select(lanes) if carry is not None and sample["position"].step else None
+                step = teacher_forced_step(model, carry_in, lanes, sample["net_input"], sample["target"])
+                source = step.context.inputs.get("source_with_context", sample["net_input"]["src_tokens"])
+                assert source.numel() <= 120
+                walked += "source_with_context" in step.context.inputs
+                carry = step.carry
+    assert walked > 10
+
+
+def test_a_target_context_cut_by_the_generators_length_limit_says_so(data_bin, caplog):
+    task, model, _ = concat_model(data_bin, 1, 1)
+    eos = task.target_dictionary.eos()
+    previous = torch.tensor([10, 11, 12, eos])
+    carry = PreviousSentences(torch.tensor([0]), [(previous,)], [(previous,)])
+    net_input = {"src_tokens": torch.tensor([[13, 14, eos]]), "src_lengths": torch.tensor([3])}
+    room = model.decoder.max_positions() - 2  # what --max-len-b beyond the positions leaves
+    context = model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=room)
+    assert unpadded(context.inputs["target_prefix"], task.target_dictionary.pad())[0].tolist() == [eos]
+    assert "less the 1022 the translation may take" in caplog.text
+    assert "lower --max-len-a / --max-len-b when decoding, or raise --max-target-positions" in caplog.text
 
 
 def test_a_sentences_loss_trains_its_own_pass_only(data_bin):

@@ -22,8 +22,10 @@ from conftest import (
     fairseq_command,
     fitted_parameters,
     make_reads_nonzero,
+    refused_option,
     run,
 )
+from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
 
 # --lr 0 freezes the pretrained parameters: what the finetuned checkpoint holds for them is
@@ -174,6 +176,25 @@ def test_two_rate_schedule_needs_context_parameters(data_bin):
     )
     with pytest.raises(ValueError, match="holds no parameters of a document system's own .*; use it with a document system's --arch"):
         Trainer(cfg, task, model, criterion).optimizer
+
+
+@pytest.mark.parametrize("option, value, range_", [
+    ("--memory-lr", "-1", "0 or more"), ("--memory-warmup-updates", "0", "1 or more"),
+])
+def test_the_two_rate_schedules_options_out_of_their_range_are_refused_as_parsed(data_bin, capsys, option, value, range_):
+    """A negative --memory-lr trained by gradient ascent, a warm-up of 0 divided by zero."""
+    arguments = [*TINY_MODEL, "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "two_rate_inverse_sqrt",
+                 "--memory-lr", "1e-3", option, value]
+    assert refused_option(capsys, data_bin, *arguments).endswith(f"argument {option}: {value}: give {range_}")
+
+
+def test_the_two_rate_schedule_refuses_a_warm_up_of_0(data_bin):
+    task, model, criterion, cfg = build(
+        data_bin, *TINY_MODEL, "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "two_rate_inverse_sqrt",
+        "--memory-lr", "1e-3", "--warmup-updates", "0",
+    )
+    with pytest.raises(OptionError, match="--warmup-updates 0: give 1 or more with --lr-scheduler two_rate_inverse_sqrt"):
+        Trainer(cfg, task, model, criterion).lr_scheduler
 
 
 def test_memory_checkpoint_with_other_memory_layers_is_refused(data_bin):

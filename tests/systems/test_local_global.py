@@ -11,14 +11,12 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import (
-    COMMON, PLUGIN, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike,
+    COMMON, LOCAL_GLOBAL, PLUGIN, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike,
     check_hypotheses_score_as_teacher_forced, fairseq_command, fitted_parameters, run, walk,
 )
 from memory_nmt.pipeline.data import plan_epoch
 from memory_nmt.systems.context_parameters import is_context_parameter
 from memory_nmt.systems.local_global.global_context import SegmentRelativeAttention
-
-LOCAL_GLOBAL = ["--arch", "transformer_local_global_small", *TINY_DIMS]
 
 
 def local_global_model(data_bin, chunk, *more, seed=0):
