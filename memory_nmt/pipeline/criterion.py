@@ -46,8 +46,8 @@ class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterion
             "help": "in training, how many previous sentences a sentence's loss reaches through "
             "the states they pass on, for a system whose carry has differentiable states: 1 is "
             "the recurrent memory paper's 'current and most recent sentences', 0 trains each "
-            "sentence on its own loss only; the memory is detached between sentences whatever "
-            "the reach",
+            "sentence on its own loss only; whatever else a carry holds is detached between "
+            "sentences whatever the reach",
             "range": Range(0),
         },
     )

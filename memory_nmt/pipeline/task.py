@@ -122,7 +122,7 @@ class DocumentTranslationConfig(TranslationConfig):
             "help": "in training, a sentence step may go through the model in up to this many "
             "forward passes of similar-length sentences: less padding, so more documents per "
             "step within --max-tokens, which bounds the passes' padded tokens together (a "
-            "system that trains on whole chunks, such as transformer_local_global, takes one pass)",
+            "system that trains on whole chunks takes one pass)",
             "range": Range(1),
         },
     )

@@ -337,8 +337,8 @@ MOST_CHUNK_SENTENCES = 1000  # a chunk goes whole into one training batch; the p
 class LocalGlobalOptions(SystemOptions):
     chunk_sentences: int = field(
         default=20,
-        metadata={"help": "documents are translated in chunks of at most N sentences, the encoder "
-                          "reading a whole chunk (20 is the paper's)",
+        metadata={"help": "documents are translated in chunks of at most this many sentences, the "
+                          "encoder reading a whole chunk (20 is the paper's)",
                   "range": Range(1, MOST_CHUNK_SENTENCES)},
     )
     max_chunk_sentences: Optional[int] = field(
@@ -349,9 +349,9 @@ class LocalGlobalOptions(SystemOptions):
     )
     max_relative_sentences: Optional[int] = field(
         default=None,
-        metadata={"help": "sentence distances of the global layer's relative attention are clipped "
-                          "to [-K, K], at most --max-chunk-sentences minus 1 (the default: nothing "
-                          "clipped)",
+        metadata={"help": "the global layer's relative attention clips sentence distances to at most "
+                          "this many either way, at most --max-chunk-sentences minus 1 (the default: "
+                          "nothing clipped)",
                   "range": Range(0)},
     )
 
