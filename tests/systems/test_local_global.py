@@ -1,22 +1,30 @@
 """transformer_local_global (Zheng et al., 2020): local layers read their own sentence only, the global
-layer its own chunk only, with the sentence distances of eq. 1; the previous target sentence takes no
-gradient; training on whole chunks computes what decoding sentence by sentence computes; a chunk of
-one sentence is the sentence model's translation; batching changes nothing; and the stock CLIs,
-interactive mode and the hub run it."""
+layer its own chunk only, with the sentence distances of eq. 1; the paper's layout (N-1 local layers,
+then the global layer) and the layout of older checkpoints; Figure 4's sentence attention; the
+previous target sentence takes no gradient; training on whole chunks computes what decoding sentence
+by sentence computes; a chunk of one sentence is the sentence model's translation; batching changes
+nothing; and the stock CLIs, interactive mode and the hub run it. The ablations of Table 3:
+test_local_global_ablations.py."""
 import re
 import subprocess
 
 import pytest
 import torch
+from fairseq.data import data_utils
 from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import (
     COMMON, LOCAL_GLOBAL, PLUGIN, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike,
-    check_hypotheses_score_as_teacher_forced, fairseq_command, fitted_parameters, run, walk,
+    check_hypotheses_score_as_teacher_forced, fairseq_command, fitted_parameters, run, save_checkpoint, walk,
 )
 from memory_nmt.pipeline.data import plan_epoch
+from memory_nmt.pipeline.option_ranges import OptionError
+from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
 from memory_nmt.systems.context_parameters import is_context_parameter
-from memory_nmt.systems.local_global.global_context import SegmentRelativeAttention
+from memory_nmt.systems.local_global.global_context import ChunkWords, SegmentRelativeAttention, sentence_attention
+
+ADDED_OPTIONS = ("global_layer", "no_document_encoding", "no_word_position_reset", "no_segment_embedding",
+                 "no_relative_attention", "no_fusion_gate", "no_transformer_xl_decoder")
 
 
 def local_global_model(data_bin, chunk, *more, seed=0):
@@ -98,15 +106,83 @@ def test_local_layers_read_their_sentence_and_the_global_layer_its_chunk(data_bi
             assert changed == 0, f"row {row} (document {document_of[ids[row]]}) read another chunk"
 
 
-def test_segment_relative_attention_follows_eq_1():
+@pytest.mark.parametrize("layout, local", [("top", 2), ("extra", 3)])
+def test_the_papers_layout_has_n_encoder_layers_the_last_of_them_global(data_bin, layout, local):
+    """--encoder-layers 3: by default (top, the paper's) 2 local layers and the global layer, 3 in
+    all; extra keeps 3 local layers under it. The global layer reads the last local layer's output."""
+    options = ("--encoder-layers", "3") + (("--global-layer", layout) if layout == "extra" else ())
+    task, model, _ = local_global_model(data_bin, 3, *options)
+    assert model.args.global_layer == layout and len(model.encoder.layers) == local
+    (sample,) = whole_chunk_batches(task, "valid", 3, max_tokens=4000)
+    net_input, recorded = sample["net_input"], {}
+
+    def keep(name, inputs):
+        def hook(module, given, output):
+            recorded[name] = given[0] if inputs else output
+        return hook
+
+    hooks = [model.encoder.layers[-1].register_forward_hook(keep("local", False)),
+             model.encoder.global_context.register_forward_hook(keep("global", True))]
+    try:
+        with torch.no_grad():
+            model.encoder(net_input["src_tokens"], chunk_positions=net_input["chunk_positions"], chunk_ids=sample["lanes"])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    words = ChunkWords.of(net_input["src_tokens"].eq(task.source_dictionary.pad()), sample["lanes"],
+                          net_input["chunk_positions"])
+    assert torch.equal(words.gather(recorded["local"]), recorded["global"])
+
+
+def test_layouts_that_cannot_be_built_or_filled_are_refused_by_name(data_bin, sentence_checkpoint):
+    from fairseq import checkpoint_utils
+
+    with pytest.raises(OptionError, match="--encoder-layers 1 with --global-layer top leaves no local layer"):
+        build(data_bin, *LOCAL_GLOBAL, "--encoder-layers", "1")
+    _, model, _, cfg = build(data_bin, *LOCAL_GLOBAL)
+    plain = checkpoint_utils.load_checkpoint_to_cpu(str(sentence_checkpoint))["model"]
+    with pytest.raises(CheckpointMismatchError, match="finetune from it with --global-layer extra"):
+        model.load_state_dict(plain, model_cfg=cfg.model)
+
+
+def test_a_checkpoint_saved_before_the_layout_and_ablation_options_computes_as_before(data_bin, tmp_path):
+    """Its saved options lack --global-layer and the ablation flags: it loads with the layout it was
+    trained with (every --encoder-layers layer local, the global layer above) and every part, and
+    computes what it computed."""
+    from fairseq import checkpoint_utils
+
+    task, model, _, cfg = build(data_bin, *LOCAL_GLOBAL, "--global-layer", "extra", "--chunk-sentences", "3")
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if is_context_parameter(parameter):
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+    for option in ADDED_OPTIONS:
+        delattr(cfg.model, option)
+    save_checkpoint(model, cfg, tmp_path / "checkpoint.pt")
+    (loaded,), _, loaded_task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(tmp_path / "checkpoint.pt")], arg_overrides={"data": str(data_bin)}
+    )
+    assert loaded.args.global_layer == "extra" and len(loaded.encoder.layers) == 2
+    assert not any(getattr(loaded.args, option) for option in ADDED_OPTIONS[1:])
+    model.eval()
+    loaded.eval()
+    expected, given = walk(model, batches(task, "valid")), walk(loaded, batches(loaded_task, "valid"))
+    assert sorted(given) == sorted(expected) and all(torch.equal(given[i], expected[i]) for i in expected)
+
+
+@pytest.mark.parametrize("relative", [True, False], ids=["relative", "no-relative-attention"])
+def test_segment_relative_attention_follows_eq_1(relative):
     """Against a slow reference: logits (W^Q x_i)(W^K x_j + g^K_d) / sqrt(d_head), values
-    W^V x_j + g^V_d, with d the query's sentence minus the key's, clipped to [-1, 1]."""
+    W^V x_j + g^V_d, with d the query's sentence minus the key's, clipped to [-1, 1]; without
+    relative attention, no g at all. The weights it gives out are the reference's."""
     torch.manual_seed(0)
-    attention = SegmentRelativeAttention(embed_dim=8, heads=2, max_distance=1, dropout=0.0).double()
+    attention = SegmentRelativeAttention(embed_dim=8, heads=2, max_distance=1, dropout=0.0, relative=relative).double()
+    assert hasattr(attention, "distance_keys") == relative
     x = torch.randn(2, 5, 8, dtype=torch.double)
     segments = torch.tensor([[0, 0, 1, 2, 3], [0, 1, 1, 0, 0]])
     padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
-    out = attention(x, segments, padding)
+    out, given_weights = attention(x, segments, padding)
     project = {name: getattr(attention, f"{name}_proj") for name in "qkv"}
     for chunk in range(2):
         for i in range(5):
@@ -121,13 +197,60 @@ def test_segment_relative_attention_follows_eq_1():
                     if padding[chunk, j]:
                         continue
                     d = max(-1, min(1, int(segments[chunk, i] - segments[chunk, j]))) + 1
-                    key = project["k"](x[chunk, j])[part] + attention.distance_keys[d, part]
+                    key, value = project["k"](x[chunk, j])[part], project["v"](x[chunk, j])[part]
+                    if relative:
+                        key, value = key + attention.distance_keys[d, part], value + attention.distance_values[d, part]
                     logits.append(q @ key / 2.0)
-                    values.append(project["v"](x[chunk, j])[part] + attention.distance_values[d, part])
+                    values.append(value)
                 weights = torch.softmax(torch.stack(logits), 0)
+                real = (~padding[chunk]).nonzero().squeeze(1)
+                assert torch.allclose(given_weights[chunk, head, i, real], weights, atol=1e-12)
                 heads.append(sum(w * v for w, v in zip(weights, values)))
             expected = attention.out_proj(torch.cat(heads))
             assert torch.allclose(out[chunk, i], expected, atol=1e-10)
+
+
+def test_sentence_attention_is_figure_4s_mean_over_a_sentences_words():
+    """alpha_{k kappa} = 1/|x_k| sum_i sum_j alpha^{kappa,j}_{k,i} (and the mean over heads), loop by
+    loop, for two chunks with padding; each row sums to 1."""
+    generator = torch.Generator().manual_seed(0)
+    segments = torch.tensor([[0, 0, 1, 2, 2, 2], [0, 1, 1, 0, 0, 0]])
+    padding = torch.tensor([[False] * 6, [False, False, False, True, True, True]])
+    scores = torch.randn(2, 3, 6, 6, generator=generator, dtype=torch.double)
+    weights = torch.softmax(scores.masked_fill(padding[:, None, None, :], float("-inf")), -1)
+    by_sentence = sentence_attention(weights, segments, padding, sentences=3)
+    for chunk in range(2):
+        words = [i for i in range(6) if not padding[chunk, i]]
+        for k in range(3):
+            queries = [i for i in words if segments[chunk, i] == k]
+            for kappa in range(3):
+                keys = [j for j in words if segments[chunk, j] == kappa]
+                expected = sum(float(weights[chunk, h, i, j]) for h in range(3) for i in queries for j in keys)
+                expected /= 3 * max(len(queries), 1)
+                assert by_sentence[chunk, k, kappa].item() == pytest.approx(expected, abs=1e-12)
+    assert torch.allclose(by_sentence[0].sum(-1), torch.ones(3, dtype=torch.double))
+    assert torch.allclose(by_sentence[1, :2].sum(-1), torch.ones(2, dtype=torch.double))
+
+
+def test_the_global_layers_sentence_attention_is_read_from_a_chunk(data_bin):
+    """The encoder gives Figure 4's weights of a chunk: its global layer's attention weights, averaged
+    as sentence_attention says; one row per sentence, each summing to 1."""
+    task, model, _ = local_global_model(data_bin, 4)
+    task.load_dataset("valid")
+    pairs = task.dataset("valid").pairs
+    chunk = [pairs[i]["source"] for i in range(4)]
+    src_tokens = data_utils.collate_tokens(chunk, task.source_dictionary.pad(), left_pad=True)
+    recorded = []
+    handle = model.encoder.global_context.attention.register_forward_hook(lambda m, i, out: recorded.append(out[1]))
+    try:
+        with torch.no_grad():
+            weights = model.encoder.sentence_attention(src_tokens)
+    finally:
+        handle.remove()
+    padding = src_tokens.eq(task.source_dictionary.pad())
+    words = ChunkWords.of(padding, torch.zeros(4, dtype=torch.long), torch.arange(4))
+    assert weights.shape == (4, 4) and torch.allclose(weights.sum(-1), torch.ones(4, dtype=weights.dtype))
+    assert torch.equal(weights, sentence_attention(recorded[0], words.segments, words.padding, 4)[0])
 
 
 def test_the_previous_target_sentence_takes_no_gradient(data_bin):
@@ -160,11 +283,14 @@ def test_the_previous_target_sentence_takes_no_gradient(data_bin):
     assert states["encoder"][0].grad[:, first].abs().sum() > 0, "the global layer reads the first sentences"
 
 
-def test_a_chunk_of_one_sentence_is_translated_as_by_the_sentence_model(data_bin):
-    """A plain transformer's weights in the model: new parameters as initialised, chunks of one
-    sentence; the same logits (up to the order of float sums) and the same translations."""
-    _, plain, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS, "--seed", "3", task="translation")
-    task, model, _, cfg = build(data_bin, *LOCAL_GLOBAL, "--chunk-sentences", "1")
+@pytest.mark.parametrize("layout, plain_encoder_layers", [("extra", "2"), ("top", "1")])
+def test_a_chunk_of_one_sentence_is_translated_as_by_the_sentence_model(data_bin, layout, plain_encoder_layers):
+    """A plain transformer's weights in the model (2 encoder layers: all local with --global-layer
+    extra; 1 with top, whose second layer is the global one): new parameters as initialised, chunks
+    of one sentence; the same logits (up to the order of float sums) and the same translations."""
+    _, plain, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS, "--encoder-layers", plain_encoder_layers,
+                           "--seed", "3", task="translation")
+    task, model, _, cfg = build(data_bin, *LOCAL_GLOBAL, "--chunk-sentences", "1", "--global-layer", layout)
     model.load_state_dict(plain.state_dict(), model_cfg=cfg.model)
     plain.eval()
     model.eval()
@@ -233,11 +359,13 @@ def test_batches_hold_whole_chunks_within_max_tokens(data_bin):
 
 @pytest.fixture(scope="module")
 def local_global_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
-    """Finetuned for 4 updates from the plain transformer, its new parameters at their own rate."""
+    """Finetuned for 4 updates from the plain transformer (every one of its layers local, the global
+    layer above: --global-layer extra), its new parameters at their own rate."""
     save_dir = tmp_path_factory.mktemp("local_global")
     result = run([
         fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
-        *LOCAL_GLOBAL, "--chunk-sentences", "3", "--criterion", "document_label_smoothed_cross_entropy",
+        *LOCAL_GLOBAL, "--global-layer", "extra", "--chunk-sentences", "3",
+        "--criterion", "document_label_smoothed_cross_entropy",
         "--lr-scheduler", "two_rate_inverse_sqrt", "--lr", "1e-3", "--memory-lr", "3e-3",
         "--warmup-updates", "2", "--max-update", "4", "--finetune-from-model", str(sentence_checkpoint),
         "--save-dir", str(save_dir),
@@ -247,7 +375,7 @@ def local_global_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
 
 def test_finetuned_from_a_transformer_through_the_cli(data_bin, local_global_checkpoint):
     _, log = local_global_checkpoint
-    _, model, _, _ = build(data_bin, *LOCAL_GLOBAL, "--chunk-sentences", "3")
+    _, model, _, _ = build(data_bin, *LOCAL_GLOBAL, "--global-layer", "extra", "--chunk-sentences", "3")
     assert "num_updates 4" in log
     (_, loaded), (_, new) = fitted_parameters(log)
     assert loaded == ("encoder.embed_tokens, encoder.layers.0-1, decoder.embed_tokens, decoder.layers.0-1, "

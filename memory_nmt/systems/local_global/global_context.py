@@ -14,9 +14,18 @@ each chunk's words:
   projections are;
 - gated context fusion: ``g = sigmoid(W_g [h^L; h^G])``, ``h = LayerNorm((1 - g) h^L + g h^G)``.
 
-A word attends only to the words of its own chunk (each chunk is its own sequence here).
+A word attends only to the words of its own chunk (each chunk is its own sequence here). Two of
+the paper's ablations (Table 3) remove a part: without relative attention (``relative=False``)
+the keys and values are the projections alone, with no per-distance vectors; without the gate
+(``gated=False``) the fusion is the transformer's residual sum, ``h = LayerNorm(h^L + h^G)`` (the
+paper does not say what replaces the gate; this is the sum its layers use everywhere else).
+
+``sentence_attention`` turns the attention weights into the paper's sentence-to-sentence weights
+(Figure 4): ``alpha_{k kappa} = 1/|x_k| sum_i sum_j alpha^{kappa,j}_{k,i}``, here also averaged
+over the heads (the paper does not say how its heads are combined).
 """
 from dataclasses import dataclass
+from typing import Optional, Tuple
 
 import torch
 from fairseq import utils
@@ -40,6 +49,7 @@ class ChunkWords:
     segments: Tensor  # (chunks, W): the sentence index of each place
     padding: Tensor  # (chunks, W): places past the chunk's words
     sentences: Tensor  # (chunks,): sentences in each chunk
+    offsets: Tensor  # (B,): the words of the row's chunk before the row's sentence
 
     @classmethod
     def of(cls, padding: Tensor, chunk_ids: Tensor, positions: Tensor) -> "ChunkWords":
@@ -67,7 +77,7 @@ class ChunkWords:
         return cls(
             rows=rows, columns=columns, chunks=chunk_of_row[rows], places=places, segments=segments,
             padding=torch.arange(width, device=padding.device).unsqueeze(0) >= words.unsqueeze(1),
-            sentences=sentences,
+            sentences=sentences, offsets=offset,
         )
 
     def gather(self, x: Tensor) -> Tensor:
@@ -84,9 +94,10 @@ class ChunkWords:
 
 
 class SegmentRelativeAttention(nn.Module):
-    """Multi-head self-attention over a chunk's words, keys and values shifted per sentence distance."""
+    """Multi-head self-attention over a chunk's words, keys and values shifted per sentence distance
+    (without them, ``relative=False``: plain multi-head self-attention over the chunk)."""
 
-    def __init__(self, embed_dim: int, heads: int, max_distance: int, dropout: float):
+    def __init__(self, embed_dim: int, heads: int, max_distance: int, dropout: float, relative: bool = True):
         super().__init__()
         if embed_dim % heads:
             raise OptionError(f"the embedding dimension {embed_dim} must be divisible by the {heads} heads")
@@ -95,13 +106,15 @@ class SegmentRelativeAttention(nn.Module):
         self.k_proj = nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
-        self.distance_keys = nn.Parameter(torch.empty(2 * max_distance + 1, embed_dim))
-        self.distance_values = nn.Parameter(torch.empty(2 * max_distance + 1, embed_dim))
         for projection in (self.q_proj, self.k_proj, self.v_proj):
             nn.init.xavier_uniform_(projection.weight, gain=2**-0.5)  # as fairseq's self-attention
         nn.init.xavier_uniform_(self.out_proj.weight)
-        nn.init.normal_(self.distance_keys, std=embed_dim**-0.5)
-        nn.init.normal_(self.distance_values, std=embed_dim**-0.5)
+        self.relative = relative
+        if relative:
+            self.distance_keys = nn.Parameter(torch.empty(2 * max_distance + 1, embed_dim))
+            self.distance_values = nn.Parameter(torch.empty(2 * max_distance + 1, embed_dim))
+            nn.init.normal_(self.distance_keys, std=embed_dim**-0.5)
+            nn.init.normal_(self.distance_values, std=embed_dim**-0.5)
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
 
     def distances(self, segments: Tensor) -> Tensor:
@@ -109,8 +122,9 @@ class SegmentRelativeAttention(nn.Module):
         difference = segments.unsqueeze(2) - segments.unsqueeze(1)
         return difference.clamp(-self.max_distance, self.max_distance) + self.max_distance
 
-    def forward(self, x: Tensor, segments: Tensor, padding: Tensor) -> Tensor:
-        """``x`` (chunks, W, C) -> (chunks, W, C); ``padding`` (chunks, W) marks places past the words."""
+    def forward(self, x: Tensor, segments: Tensor, padding: Tensor) -> Tuple[Tensor, Tensor]:
+        """``x`` (chunks, W, C) -> (chunks, W, C), and the attention weights (chunks, heads, W, W)
+        before dropout; ``padding`` (chunks, W) marks places past the words."""
         chunks, width, embed_dim = x.shape
 
         def heads(t):  # (..., W, C) -> (chunks, heads, W, head_dim)
@@ -118,30 +132,55 @@ class SegmentRelativeAttention(nn.Module):
 
         q = heads(self.q_proj(x)) * self.head_dim**-0.5
         k, v = heads(self.k_proj(x)), heads(self.v_proj(x))
-        distance_keys = self.distance_keys.view(-1, self.heads, self.head_dim)
-        distance_values = self.distance_values.view(-1, self.heads, self.head_dim)
-        index = self.distances(segments).unsqueeze(1).expand(-1, self.heads, -1, -1)
-        scores = q @ k.transpose(-1, -2) + torch.einsum("bhqd,nhd->bhqn", q, distance_keys).gather(-1, index)
+        scores = q @ k.transpose(-1, -2)
+        if self.relative:
+            distance_keys = self.distance_keys.view(-1, self.heads, self.head_dim)
+            index = self.distances(segments).unsqueeze(1).expand(-1, self.heads, -1, -1)
+            scores = scores + torch.einsum("bhqd,nhd->bhqn", q, distance_keys).gather(-1, index)
         scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))
-        weights = self.dropout_module(utils.softmax(scores, dim=-1).type_as(scores))
-        by_distance = torch.zeros(*weights.shape[:3], distance_values.size(0), dtype=weights.dtype, device=x.device)
-        by_distance.scatter_add_(-1, index, weights)
-        attended = weights @ v + torch.einsum("bhqn,nhd->bhqd", by_distance, distance_values)
-        return self.out_proj(attended.transpose(1, 2).reshape(chunks, width, embed_dim))
+        probabilities = utils.softmax(scores, dim=-1).type_as(scores)
+        weights = self.dropout_module(probabilities)
+        attended = weights @ v
+        if self.relative:
+            distance_values = self.distance_values.view(-1, self.heads, self.head_dim)
+            by_distance = torch.zeros(*weights.shape[:3], distance_values.size(0), dtype=weights.dtype, device=x.device)
+            by_distance.scatter_add_(-1, index, weights)
+            attended = attended + torch.einsum("bhqn,nhd->bhqd", by_distance, distance_values)
+        return self.out_proj(attended.transpose(1, 2).reshape(chunks, width, embed_dim)), probabilities
 
 
 class GlobalContextLayer(nn.Module):
-    """Segment-level relative attention over a chunk, fused with the local representation by a gate."""
+    """Segment-level relative attention over a chunk, fused with the local representation by a gate
+    (``relative`` and ``gated`` False: the ablations of the module docstring)."""
 
-    def __init__(self, embed_dim: int, heads: int, max_distance: int, dropout: float, attention_dropout: float):
+    def __init__(self, embed_dim: int, heads: int, max_distance: int, dropout: float, attention_dropout: float,
+                 relative: bool = True, gated: bool = True):
         super().__init__()
-        self.attention = SegmentRelativeAttention(embed_dim, heads, max_distance, attention_dropout)
-        self.gate = nn.Linear(2 * embed_dim, embed_dim)
+        self.attention = SegmentRelativeAttention(embed_dim, heads, max_distance, attention_dropout, relative)
+        self.gate = nn.Linear(2 * embed_dim, embed_dim) if gated else None
         self.layer_norm = LayerNorm(embed_dim)
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
 
-    def forward(self, local: Tensor, segments: Tensor, padding: Tensor) -> Tensor:
-        """The fused representation ``h`` of each chunk's words ``local`` (``h^L``, chunks x W x C)."""
-        global_ = self.dropout_module(self.attention(local, segments, padding))
+    def forward(self, local: Tensor, segments: Tensor, padding: Tensor) -> Tuple[Tensor, Tensor]:
+        """The fused representation ``h`` of each chunk's words ``local`` (``h^L``, chunks x W x C),
+        and the attention weights (chunks, heads, W, W)."""
+        attended, weights = self.attention(local, segments, padding)
+        global_ = self.dropout_module(attended)
+        if self.gate is None:
+            return self.layer_norm(local + global_), weights
         gate = torch.sigmoid(self.gate(torch.cat([local, global_], dim=-1)))
-        return self.layer_norm((1 - gate) * local + gate * global_)
+        return self.layer_norm((1 - gate) * local + gate * global_), weights
+
+
+def sentence_attention(weights: Tensor, segments: Tensor, padding: Tensor, sentences: Optional[int] = None) -> Tensor:
+    """Figure 4's sentence-to-sentence weights of the chunks: (chunks, N, N), row k the mean over
+    the heads and over sentence k's words of the weight each word gives the words of sentence
+    kappa (each row sums to 1), from ``weights`` (chunks, heads, W, W) with the chunks'
+    ``segments`` and ``padding`` (chunks, W); N is ``sentences`` or the most a chunk has."""
+    count = int(segments.max()) + 1 if sentences is None else sentences
+    real = (~padding).type_as(weights)
+    by_word = weights.mean(1) * real.unsqueeze(2)  # (chunks, W queries, W keys), padding queries zero
+    one_hot = torch.nn.functional.one_hot(segments, count).type_as(weights) * real.unsqueeze(-1)  # (chunks, W, N)
+    summed = one_hot.transpose(1, 2) @ by_word @ one_hot  # (chunks, N queries' sentences, N keys' sentences)
+    words = one_hot.sum(1).unsqueeze(-1)  # (chunks, N, 1)
+    return summed / words.clamp(min=1)

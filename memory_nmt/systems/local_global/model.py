@@ -1,14 +1,32 @@
 """``transformer_local_global``: Zheng et al.'s (2020) local and global context model, as a document system.
 
-Encoder (section 4.1): every sentence of a chunk is encoded on its own by fairseq's encoder (the
-local context ``h^L``: attention within the sentence, word positions restarting at each sentence),
-its input adding a learned embedding of the sentence's index in the chunk; on top, one global layer
-reads all words of the chunk (``global_context.py``). A chunk of one sentence skips the global layer:
-its words keep ``h^L`` (the paper's "global encoding dynamically disabled"), so a one-sentence
-document, and every sentence with ``--chunk-sentences 1``, is translated as by a sentence model.
+Encoder (section 4.1): "the local encoder leverages N−1 stacked layers", then "an additional layer
+on the top of the local context encoding layers" (N layers in all). Every sentence of a chunk is
+encoded on its own by fairseq's encoder, whose layers are the local layers (the local context
+``h^L``: attention within the sentence, word positions restarting at each sentence), its input
+adding a learned embedding of the sentence's index in the chunk; on top, the global layer reads
+all words of the chunk (``global_context.py``). A chunk of one sentence skips the global layer:
+its words keep ``h^L`` (the paper's "global encoding will be dynamically disabled"), so a
+one-sentence document, and every sentence with ``--chunk-sentences 1``, is translated as by a
+sentence model.
+
+``--global-layer`` places the global layer: ``top`` (the default, the paper's) makes the N-th of
+the ``--encoder-layers`` N layers the global layer, so N−1 are local; ``extra`` keeps all N local
+and adds the global layer above them (N+1 layers), so that a plain N-layer ``transformer``
+checkpoint fills every local layer and the decoder (``--finetune-from-model``). ``extra`` is also
+the layout of every checkpoint saved before the option existed: its saved options lack it, and
+``LocalGlobalOptions.apply`` gives it ``extra``, so it loads and translates as it did.
 
 Decoder (section 4.2): fairseq's decoder whose self-attention also reads the previous target
 sentence of the chunk, Transformer-XL style, with no gradient into it (``previous_sentence.py``).
+
+The ablations of the paper's Table 3, each removing one part (and its parameters):
+``--no-document-encoding`` (its "Sent2Doc" row: each sentence's encoder reads that sentence
+only, no segment embeddings and no global layer), ``--no-word-position-reset`` (word positions
+count on through the chunk, as when "casting the whole source document as an input sequence"),
+``--no-segment-embedding``, ``--no-relative-attention`` (the global layer's attention without its
+per-distance vectors), ``--no-fusion-gate`` (the residual sum instead of the gate) and
+``--no-transformer-xl-decoder`` (fairseq's decoder, which reads no previous sentence).
 
 As a document system (``pipeline/system.py``): ``chunk_sentences`` cuts documents into chunks of at
 most ``--chunk-sentences`` sentences (the paper's 20), each a document of its own (``pipeline/chunks.py``).
@@ -19,26 +37,28 @@ its previous sentence's decoder states (``carry.py``), those of the model's own 
 
 Choices the paper leaves open, and why:
 
-- The local encoder is all ``--encoder-layers`` layers of fairseq's encoder and the global layer
-  comes on top (the paper: N−1 local layers and a global one, N layers in all), so a plain
-  ``transformer`` checkpoint fills every local layer and the decoder (``--finetune-from-model``);
-  the parameters the model adds (segment embeddings, global layer, relative position terms) are
-  its context parameters, new in such a checkpoint and trained at ``--memory-lr`` by
-  ``two_rate_inverse_sqrt``.
 - Segment embeddings start at zero and the relative position terms of the decoder too, so a
   model started from a transformer translates one-sentence documents as the transformer does
-  (the same translations; scores equal up to the order of float sums).
-- The global layer is the paper's attention and gate, with no feed-forward block after it.
+  (the same translations; scores equal up to the order of float sums); the parameters the model
+  adds (segment embeddings, global layer, relative position terms) are its context parameters,
+  new in a transformer's checkpoint and trained at ``--memory-lr`` by ``two_rate_inverse_sqrt``.
+- The global layer is the paper's attention and gate, with no feed-forward block after it (the
+  paper gives it none).
 - ``--max-relative-sentences K`` (default: ``--max-chunk-sentences`` − 1, nothing clipped) clips the
   sentence distances of the global layer; ``--max-chunk-sentences`` (default ``--chunk-sentences``)
   is how many segment embeddings the model has, so it may decode with shorter chunks than it was
   trained with (``--model-overrides "{'chunk_sentences': 5}"``).
+- Without the word-position reset, a word's position is its place in the chunk's words (each
+  sentence's ``</s>`` counted), put in through the token embeddings as the segment embedding is.
 """
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 import torch
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
@@ -47,6 +67,7 @@ from fairseq.models.transformer import (
     TransformerModel,
     base_architecture,
 )
+from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositionalEmbedding
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor, nn
 
@@ -54,12 +75,12 @@ from ...pipeline.carry import Carry
 from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
-from ..checkpoint_fit import FitsTransformerCheckpoints
+from ..checkpoint_fit import CheckpointMismatchError, FitsTransformerCheckpoints
 from ..context_parameters import tag_context_parameters
 from ..options import SystemOptions
 from ..sizes import small_transformer
 from .carry import ChunkCarry, padded_to
-from .global_context import ChunkWords, GlobalContextLayer
+from .global_context import ChunkWords, GlobalContextLayer, sentence_attention
 from .previous_sentence import PreviousSentence, PreviousSentenceAttention, aligned_right
 
 
@@ -71,38 +92,102 @@ def previous_rows(chunk_ids: Tensor, positions: Tensor) -> Tensor:
     return torch.where(found, is_previous.long().argmax(1), torch.full_like(positions, -1))
 
 
+GLOBAL_LAYER_PLACES = ("top", "extra")
+
+
+class EncodedChunks(NamedTuple):
+    """The encoder's output for sentence rows of chunks: ``states`` (S, B, C) and ``padding`` (B, S);
+    and, where a chunk of several sentences went through the global layer, its attention weights
+    (chunks, heads, W, W) with the rows' ``words`` laid out in chunks (``global_context.py``)."""
+
+    states: Tensor
+    padding: Tensor
+    attention: Optional[Tensor]
+    words: Optional[ChunkWords]
+
+
 class LocalGlobalEncoder(TransformerEncoderBase):
+    """fairseq's encoder, whose layers are the local layers (``cfg.encoder.layers`` of them), with the
+    segment embeddings and the global layer; ``cfg``'s ablation flags leave parts out."""
+
     def __init__(self, cfg, dictionary, embed_tokens):
         super().__init__(cfg, dictionary, embed_tokens)
         embed_dim = cfg.encoder.embed_dim
-        self.segment_embeddings = nn.Embedding(cfg.max_chunk_sentences, embed_dim)
-        nn.init.zeros_(self.segment_embeddings.weight)
-        self.global_context = GlobalContextLayer(
-            embed_dim, cfg.encoder.attention_heads, cfg.max_relative_sentences, cfg.dropout, cfg.attention_dropout
-        )
-        tag_context_parameters(self.segment_embeddings)
-        tag_context_parameters(self.global_context)
-
-    def encode_chunks(self, src_tokens: Tensor, chunk_ids: Tensor, positions: Tensor):
-        """Sentences (rows of ``src_tokens``) of chunks: row r is sentence ``positions[r]`` of chunk
-        ``chunk_ids[r]``. Returns (states (S, B, C), padding (B, S)): the local encoding, fused with
-        the global one in chunks of several sentences."""
-        if int(positions.max()) >= self.segment_embeddings.num_embeddings:
-            raise OptionError(
-                f"a chunk holds sentence {int(positions.max()) + 1}, but the model has segment embeddings for "
-                f"{self.segment_embeddings.num_embeddings} (--max-chunk-sentences): decode with "
-                "--chunk-sentences at most that"
+        self.reads_document = not cfg.no_document_encoding
+        self.resets_word_positions = not cfg.no_word_position_reset
+        self.segment_embeddings = None
+        self.global_context = None
+        if self.reads_document:
+            if not cfg.no_segment_embedding:
+                self.segment_embeddings = nn.Embedding(cfg.max_chunk_sentences, embed_dim)
+                nn.init.zeros_(self.segment_embeddings.weight)
+                tag_context_parameters(self.segment_embeddings)
+            self.global_context = GlobalContextLayer(
+                embed_dim, cfg.encoder.attention_heads, cfg.max_relative_sentences, cfg.dropout,
+                cfg.attention_dropout, relative=not cfg.no_relative_attention, gated=not cfg.no_fusion_gate,
             )
-        token_embeddings = self.embed_tokens(src_tokens) + self.segment_embeddings(positions).unsqueeze(1) / self.embed_scale
+            tag_context_parameters(self.global_context)
+
+    def encode_chunks(self, src_tokens: Tensor, chunk_ids: Tensor, positions: Tensor) -> EncodedChunks:
+        """Sentences (rows of ``src_tokens``) of chunks: row r is sentence ``positions[r]`` of chunk
+        ``chunk_ids[r]``. The local encoding, fused with the global one in chunks of several
+        sentences (each sentence alone with ``--no-document-encoding``)."""
+        if not self.reads_document:
+            local = super().forward(src_tokens)
+            return EncodedChunks(local["encoder_out"][0], local["encoder_padding_mask"][0], None, None)
+        words = ChunkWords.of(src_tokens.eq(self.padding_idx), chunk_ids, positions)
+        token_embeddings = self.embed_tokens(src_tokens)
+        if self.segment_embeddings is not None:
+            if int(positions.max()) >= self.segment_embeddings.num_embeddings:
+                raise OptionError(
+                    f"a chunk holds sentence {int(positions.max()) + 1}, but the model has segment embeddings for "
+                    f"{self.segment_embeddings.num_embeddings} (--max-chunk-sentences): decode with "
+                    "--chunk-sentences at most that"
+                )
+            token_embeddings = token_embeddings + self.segment_embeddings(positions).unsqueeze(1) / self.embed_scale
+        if not self.resets_word_positions and self.embed_positions is not None:
+            token_embeddings = token_embeddings + self.chunk_position_shift(src_tokens, words.offsets) / self.embed_scale
         local = super().forward(src_tokens, token_embeddings=token_embeddings)
         states, padding = local["encoder_out"][0], local["encoder_padding_mask"][0]
-        words = ChunkWords.of(padding, chunk_ids, positions)
         several = words.sentences > 1
+        attention = None
         if bool(several.any()):
             chunked = words.gather(states)
-            fused = self.global_context(chunked, words.segments, words.padding)
+            fused, attention = self.global_context(chunked, words.segments, words.padding)
             states = words.scatter(torch.where(several[:, None, None], fused, chunked), states)
-        return states, padding
+        return EncodedChunks(states, padding, attention, words)
+
+    def chunk_position_shift(self, src_tokens: Tensor, offsets: Tensor) -> Tensor:
+        """(B, S, C): what moves each word's position embedding from its place in its sentence to its
+        place in its chunk, ``offsets[r]`` words further (``--no-word-position-reset``)."""
+        own = utils.make_positions(src_tokens, self.padding_idx)
+        in_chunk = torch.where(src_tokens.ne(self.padding_idx), own + offsets.unsqueeze(1), own)
+        if isinstance(self.embed_positions, SinusoidalPositionalEmbedding):
+            table = SinusoidalPositionalEmbedding.get_embedding(
+                int(in_chunk.max()) + 1, self.embed_positions.embedding_dim, self.padding_idx
+            ).to(device=src_tokens.device, dtype=self.embed_tokens.weight.dtype)
+            return table[in_chunk] - table[own]
+        table = self.embed_positions.weight
+        if int(in_chunk.max()) >= table.size(0):
+            raise OptionError(
+                f"--no-word-position-reset: a chunk of {int(in_chunk.max()) - self.padding_idx} words goes past "
+                f"the {table.size(0) - self.padding_idx - 1} learned positions (--max-source-positions): give "
+                "shorter --chunk-sentences, or sinusoidal positions"
+            )
+        return F.embedding(in_chunk, table, self.padding_idx) - F.embedding(own, table, self.padding_idx)
+
+    def sentence_attention(self, src_tokens: Tensor) -> Tensor:
+        """The global layer's sentence-to-sentence weights (the paper's Figure 4) of one chunk whose
+        sentences, in order, are the rows of ``src_tokens``: (N, N), row k sentence k's weights
+        over the chunk's sentences (``global_context.sentence_attention``)."""
+        if self.global_context is None:
+            raise OptionError("the model was trained with --no-document-encoding: it has no global layer to read")
+        rows = src_tokens.size(0)
+        chunk_ids = torch.zeros(rows, dtype=torch.long, device=src_tokens.device)
+        encoded = self.encode_chunks(src_tokens, chunk_ids, torch.arange(rows, device=src_tokens.device))
+        if encoded.attention is None:  # one sentence: no global layer ran
+            return src_tokens.new_ones(1, 1, dtype=torch.float)
+        return sentence_attention(encoded.attention, encoded.words.segments, encoded.words.padding, rows)[0]
 
     def encode_given_chunks(self, chunk_src_tokens: Tensor, chunk_lengths: Tensor):
         """The chunks whose sentences are the rows of ``chunk_src_tokens``, ``chunk_lengths[i]`` rows
@@ -110,7 +195,7 @@ class LocalGlobalEncoder(TransformerEncoderBase):
         chunk_ids = torch.repeat_interleave(torch.arange(chunk_lengths.numel(), device=chunk_lengths.device), chunk_lengths)
         starts = torch.repeat_interleave(torch.cumsum(chunk_lengths, 0) - chunk_lengths, chunk_lengths)
         positions = torch.arange(chunk_ids.numel(), device=chunk_ids.device) - starts
-        states, padding = self.encode_chunks(chunk_src_tokens, chunk_ids, positions)
+        states, padding, _, _ = self.encode_chunks(chunk_src_tokens, chunk_ids, positions)
         shape = (chunk_lengths.numel(), int(chunk_lengths.max()), states.size(0))
         encoded = states.new_zeros(*shape, states.size(-1))
         encoded[chunk_ids, positions] = states.transpose(0, 1)
@@ -149,7 +234,7 @@ class LocalGlobalEncoder(TransformerEncoderBase):
             if chunk_ids is None:
                 chunk_ids = torch.arange(src_tokens.size(0), device=src_tokens.device)
                 chunk_positions = torch.zeros_like(chunk_ids)
-            encoded, encoded_padding = self.encode_chunks(src_tokens, chunk_ids, chunk_positions)
+            encoded, encoded_padding, _, _ = self.encode_chunks(src_tokens, chunk_ids, chunk_positions)
             rows = [previous_rows(chunk_ids, chunk_positions)]
         else:
             rows = []
@@ -249,12 +334,34 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
-        return LocalGlobalEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+        cfg = TransformerConfig.from_namespace(args)
+        cfg.encoder.layers = local_layers(args)
+        return LocalGlobalEncoder(cfg, src_dict, embed_tokens)
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
         cfg = TransformerConfig.from_namespace(args)
-        return LocalGlobalDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+        decoder = TransformerDecoderBase if args.no_transformer_xl_decoder else LocalGlobalDecoder
+        return decoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+
+    @property
+    def reads_previous_target(self) -> bool:
+        return isinstance(self.decoder, LocalGlobalDecoder)
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """As every system loads a checkpoint (``checkpoint_fit.py``); a plain transformer's with more
+        encoder layers than this model has local ones is refused, saying to finetune with
+        ``--global-layer extra``."""
+        local = len(self.encoder.layers)
+        plain = not any(key.startswith("encoder.global_context.") for key in state_dict)
+        if plain and any(key.startswith(f"encoder.layers.{local}.") for key in state_dict):
+            raise CheckpointMismatchError(
+                f"the checkpoint is a transformer's with more than {local} encoder layers, but with "
+                f"--global-layer {self.args.global_layer} this model has {local} local layers (--encoder-layers "
+                f"{self.args.encoder_layers}, the last of them the global layer's place): finetune from it with "
+                "--global-layer extra, which keeps every layer of the checkpoint local and adds the global layer above"
+            )
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
     def chunk_sentences(self) -> int:
         return self.args.chunk_sentences
@@ -295,29 +402,27 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
         everyone = torch.arange(rows, device=lanes.device)
         current, current_padding = encoded[everyone, positions], encoded_padding[everyone, positions]
         words = ~current_padding.all(0)
-        memory_length = carry.memory_padding.size(1) if continuing.numel() else 0
-        memory = [first.new_zeros(memory_length, rows, first.size(-1)) for _ in self.decoder.layers]
-        memory_padding = torch.ones(rows, memory_length, dtype=torch.bool, device=first.device)
-        if continuing.numel():
-            for layer, states in enumerate(carry.memory):
-                memory[layer][:, continuing] = states
-            memory_padding[continuing] = carry.memory_padding
-        return SentenceContext(
-            inputs={
-                "encoded": current[:, words].transpose(0, 1),
-                "encoded_padding": current_padding[:, words],
-                "target_memory": memory,
-                "target_memory_padding": memory_padding,
-            },
-            kept=(encoded, encoded_padding),
-        )
+        inputs = {"encoded": current[:, words].transpose(0, 1), "encoded_padding": current_padding[:, words]}
+        if self.reads_previous_target:
+            memory_length = carry.memory_padding.size(1) if continuing.numel() else 0
+            memory = [first.new_zeros(memory_length, rows, first.size(-1)) for _ in self.decoder.layers]
+            memory_padding = torch.ones(rows, memory_length, dtype=torch.bool, device=first.device)
+            if continuing.numel():
+                for layer, states in enumerate(carry.memory):
+                    memory[layer][:, continuing] = states
+                memory_padding[continuing] = carry.memory_padding
+            inputs.update(target_memory=memory, target_memory_padding=memory_padding)
+        return SentenceContext(inputs=inputs, kept=(encoded, encoded_padding))
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> Carry:
-        """Each lane's chunk encoding and the decoder states of this sentence's translation; without
-        a teacher-forced pass (decoding), the decoder is run once over ``target`` to record them.
-        Whole chunks carry nothing on."""
+        """Each lane's chunk encoding and the decoder states of this sentence's translation (none
+        with ``--no-transformer-xl-decoder``); without a teacher-forced pass (decoding), the decoder
+        is run once over ``target`` to record them. Whole chunks carry nothing on."""
         if context.kept is None:
             return Carry(lanes)
+        encoded, encoded_padding = context.kept
+        if not self.reads_previous_target:
+            return ChunkCarry(lanes, encoded, encoded_padding, [], encoded_padding.new_zeros(lanes.numel(), 0))
         if decoder_extra is None:
             _, decoder_extra = self.decoder(
                 teacher_forcing_input(target, self.decoder.dictionary), encoder_out=encoder_out, features_only=True
@@ -326,11 +431,15 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
         for states in decoder_extra["target_states"]:
             aligned, memory_padding = aligned_right(states, decoder_extra["target_padding"])
             memory.append(aligned)
-        encoded, encoded_padding = context.kept
         return ChunkCarry(lanes, encoded, encoded_padding, memory, memory_padding)
 
 
 MOST_CHUNK_SENTENCES = 1000  # a chunk goes whole into one training batch; the paper's have 20
+
+
+def local_layers(args) -> int:
+    """The local encoder's layers: ``--encoder-layers`` less the global layer's place (``--global-layer top``)."""
+    return args.encoder_layers - 1 if args.global_layer == "top" else args.encoder_layers
 
 
 @dataclass
@@ -355,6 +464,52 @@ class LocalGlobalOptions(SystemOptions):
                   "range": Range(0)},
     )
 
+    global_layer: ChoiceEnum(GLOBAL_LAYER_PLACES) = field(
+        default="top",
+        metadata={"help": "where the global layer goes: top (the paper's): the last of the "
+                          "--encoder-layers layers is the global layer, the others local; extra: all "
+                          "--encoder-layers layers local and the global layer above them, so that a "
+                          "transformer checkpoint with as many layers fills them (finetuning from one)"},
+    )
+    no_document_encoding: bool = field(
+        default=False,
+        metadata={"help": "ablation: each sentence's encoder reads that sentence only (no segment "
+                          "embeddings, no global layer)"},
+    )
+    no_word_position_reset: bool = field(
+        default=False,
+        metadata={"help": "ablation: word positions count on through the chunk instead of restarting "
+                          "at each sentence"},
+    )
+    no_segment_embedding: bool = field(
+        default=False,
+        metadata={"help": "ablation: no embedding of the sentence's index in its chunk"},
+    )
+    no_relative_attention: bool = field(
+        default=False,
+        metadata={"help": "ablation: the global layer's attention has no vectors per sentence distance"},
+    )
+    no_fusion_gate: bool = field(
+        default=False,
+        metadata={"help": "ablation: the global layer adds its attention to the local representation "
+                          "(residual sum) instead of gating the two"},
+    )
+    no_transformer_xl_decoder: bool = field(
+        default=False,
+        metadata={"help": "ablation: the decoder reads no previous target sentence (fairseq's decoder)"},
+    )
+
+    @classmethod
+    def apply(cls, args):
+        """As every system's, except for a checkpoint saved before ``--global-layer`` existed, whose
+        global layer is above all its layers: it gets ``extra``. A command line not giving the option
+        lacks it too (fairseq leaves a model option not given out of the namespace), so the two are
+        told apart by fairseq's ``_name``, which a model config gets once it is saved (or about to
+        be: fairseq-train builds from the converted config, after this ran on its command line)."""
+        if hasattr(args, "_name") and not hasattr(args, "global_layer"):
+            args.global_layer = "extra"
+        super().apply(args)
+
     @classmethod
     def complete(cls, args):
         if args.max_chunk_sentences is None:
@@ -375,6 +530,11 @@ class LocalGlobalOptions(SystemOptions):
                 f"{args.max_chunk_sentences - 1} (--max-chunk-sentences minus 1: a chunk holds no "
                 "sentences further apart)"
             )
+        if args.global_layer == "top" and args.encoder_layers < 2:
+            raise OptionError(
+                f"--encoder-layers {args.encoder_layers} with --global-layer top leaves no local layer (the last "
+                "layer is the global layer): give --encoder-layers 2 or more, or --global-layer extra"
+            )
         if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
             raise OptionError(
                 "transformer_local_global does not support --checkpoint-activations: its decoder "
@@ -385,7 +545,7 @@ class LocalGlobalOptions(SystemOptions):
 
 
 def local_global_base(args):
-    """transformer-base's defaults, then the chunk options' (a value given is kept and checked)."""
+    """transformer-base's defaults, then the local+global options' (a value given is kept and checked)."""
     base_architecture(args)
     LocalGlobalOptions.apply(args)
 
