@@ -1,7 +1,8 @@
 """transformer_associated_memory: its context is the previous N source sentences of its own
 document, and nothing else; a gate forced open, or a document's first sentence, gives the plain
 transformer's encoder output; padding and batching change nothing; eq. 14-15 against a slow
-reference; the ablations; finetuning from a plain transformer; the stock CLIs and the hub."""
+reference; the ablations (without both: the paper's stack of N encoder layers); finetuning from a
+plain transformer; the stock CLIs and the hub."""
 import math
 
 import pytest
@@ -26,7 +27,7 @@ from conftest import (
 )
 from memory_nmt.pipeline.data import DocumentDataError
 from memory_nmt.pipeline.option_ranges import OptionError
-from memory_nmt.systems.associated_memory.context_network import GATE_BIAS
+from memory_nmt.systems.associated_memory.context_network import GATE_BIAS, ContextEncoder
 from memory_nmt.systems.associated_memory.model import AssociatedMemoryTransformerModel
 from memory_nmt.systems.context_parameters import is_context_parameter
 
@@ -49,7 +50,9 @@ def encoder_output(logits, extra, row):
     (2, ["--context-sentences", "2", "--context-combination", "parallel"]),
     (1, ["--no-context-rnn"]),
     (1, ["--no-inter-sentence-attention"]),
-], ids=["1", "2-concatenate", "2-parallel", "no-rnn", "no-attention"])
+    (1, ["--stacked-context-encoder"]),
+    (2, ["--stacked-context-encoder", "--context-sentences", "2"]),
+], ids=["1", "2-concatenate", "2-parallel", "no-rnn", "no-attention", "stacked", "stacked-2"])
 def test_context_is_the_previous_n_source_sentences_of_the_same_document(data_bin, reach, options):
     task, model = amn_model(data_bin, *options)
     steps = batches(task, "test", max_tokens=60)
@@ -148,9 +151,11 @@ def test_without_the_rnn_there_is_no_gru(data_bin):
     assert not any(".rnn." in name for name, _ in ablated.named_parameters())
 
 
-@pytest.mark.parametrize("ablated", [False, True], ids=["attention", "no-attention"])
-def test_without_inter_sentence_attention_every_word_reads_the_same_context_vector(data_bin, ablated):
-    task, model = amn_model(data_bin, *(["--no-inter-sentence-attention"] if ablated else []))
+@pytest.mark.parametrize("options", [[], ["--no-inter-sentence-attention"], ["--stacked-context-encoder"]],
+                         ids=["attention", "no-attention", "stacked"])
+def test_without_inter_sentence_attention_every_word_reads_the_same_context_vector(data_bin, options):
+    ablated = bool(options)
+    task, model = amn_model(data_bin, *options)
     network = model.encoder.context_network
     read, context_vectors = [], network.context_vectors
 
@@ -163,6 +168,37 @@ def test_without_inter_sentence_attention_every_word_reads_the_same_context_vect
     assert read
     uniform = [bool(torch.allclose(vectors, vectors[:1].expand_as(vectors), atol=1e-6)) for vectors in read]
     assert all(uniform) if ablated else not any(uniform)
+
+
+def test_without_both_the_context_is_read_by_a_stack_of_n_encoder_layers(data_bin):
+    """Table 3's last ablation as section 6.2 describes it: no GRU, no inter-sentence attention, and
+    --encoder-layers (here 3) layers of attention and feed-forward, like the source encoder's, over
+    the context; every one of them is used (moving the top one's feed-forward moves the encoder
+    output of every sentence with context, and of no first sentence)."""
+    task, model = amn_model(data_bin, "--stacked-context-encoder", "--encoder-layers", "3")
+    network = model.encoder.context_network
+    assert model.args.no_context_rnn and model.args.no_inter_sentence_attention
+    assert not any(".rnn." in name or ".attention." in name for name, _ in network.named_parameters())
+    layers = network.context_encoder.layers
+    assert len(layers) == 3 and all(type(layer) is type(model.encoder.layers[0]) for layer in layers)
+    steps = batches(task, "test")
+    before = walk(model, steps, of_row=encoder_output)
+    with torch.no_grad():
+        layers[-1].fc2.weight.add_(torch.randn(layers[-1].fc2.weight.shape, generator=torch.Generator().manual_seed(0)))
+    after = walk(model, steps, of_row=encoder_output)
+    first_sentences = {i for s in steps if s["position"].step == 0 for i in s["id"].tolist()}
+    for sentence in before:
+        moved = not torch.allclose(before[sentence], after[sentence], atol=1e-6)
+        assert moved == (sentence not in first_sentences), sentence
+
+
+def test_the_two_flags_together_keep_the_single_attention_block(data_bin):
+    """Checkpoints trained with --no-context-rnn --no-inter-sentence-attention, before the stacked
+    encoder existed, have one attention block and no feed-forward: they still load."""
+    _, model = amn_model(data_bin, "--no-context-rnn", "--no-inter-sentence-attention")
+    encoder = model.encoder.context_network.context_encoder
+    assert isinstance(encoder, ContextEncoder) and encoder.rnn is None
+    assert not model.args.stacked_context_encoder
 
 
 def test_options_it_cannot_use_are_refused_by_name(data_bin, capsys):

@@ -24,8 +24,18 @@ when they are read in parallel; ``model.py`` embeds and selects them). Its parts
   return raw scores, hence a module of its own.
 - ``UniformContext``: the ablation without inter-sentence attention: every word's context
   vector is the masked mean of c' over the context's words, and several context sentences weigh
-  alike. The paper's ablation also gave the model a random training sentence as context; here
-  context always comes from the same document, so only the attention is removed.
+  alike. The paper's ablation also gave the model a random training sentence as context; the
+  CAMN reads whatever context sentences it is given, so only the attention is removed here.
+- ``StackedContextEncoder``: the ablation without both (Table 3's "w/o RNN Context &
+  Inter-sentence Attention") as section 6.2 describes it: "the context attention is produced by
+  the word embedding of randomly selected context sentence and the context encoder with a stack
+  of N multi-head attention and feed-forward layers is as the same as the source encoder". In
+  place of the GRU and the self-attention block, N = ``--encoder-layers`` layers of the source
+  encoder's kind (fairseq's encoder layers, its sizes, dropouts and activation) read the
+  context's embeddings with positions, and every word reads the mean of their output
+  (``UniformContext``). "As the same as the source encoder" is read as the same kind of stack
+  with parameters of its own, as the CAMN's other parts have (sharing the source encoder's
+  weights would be the other reading).
 - H_context: a_i through a feed-forward block of its own (fc1, activation, fc2, residual,
   LayerNorm, as the encoder's), "after the feed-forward operation" (section 4.3).
 - ``ContextGate`` (eq. 16-17): g = σ(W_g [H_source; H_context] + b_g), H = g ⊙ H_source +
@@ -40,6 +50,7 @@ import math
 import torch
 from fairseq import utils
 from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor, nn
 
 from ..context_parameters import tag_context_parameters
@@ -63,6 +74,21 @@ class ContextEncoder(nn.Module):
         states = self.rnn(embedded)[0] if self.rnn is not None else embedded
         attended, _ = self.self_attn(states, states, states, key_padding_mask=padding_mask, need_weights=False)
         return self.self_attn_layer_norm(states + self.dropout_module(attended))
+
+
+class StackedContextEncoder(nn.Module):
+    """c' for the ablation without both the RNN and the inter-sentence attention: the context's
+    embeddings (K, P, C, with positions) through a stack of encoder layers like the source's."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.layers = nn.ModuleList([TransformerEncoderLayerBase(cfg) for _ in range(cfg.encoder.layers)])
+
+    def forward(self, embedded: Tensor, padding_mask: Tensor) -> Tensor:
+        states = embedded
+        for layer in self.layers:
+            states = layer(states, encoder_padding_mask=padding_mask)
+        return states
 
 
 class InterSentenceAttention(nn.Module):
@@ -130,14 +156,18 @@ class ContextualAssociatedMemory(nn.Module):
     """The CAMN: the gated encoder output H of rows that have context (see the module docstring).
 
     Sized as the encoder of ``cfg`` (a fairseq ``TransformerConfig``), with its dropouts and
-    activation; ``cfg.no_context_rnn`` and ``cfg.no_inter_sentence_attention`` are the ablations."""
+    activation; ``cfg.no_context_rnn``, ``cfg.no_inter_sentence_attention`` and
+    ``cfg.stacked_context_encoder`` (which comes with both) are the ablations."""
 
     def __init__(self, cfg):
         super().__init__()
         embed_dim, heads = cfg.encoder.embed_dim, cfg.encoder.attention_heads
-        self.context_encoder = ContextEncoder(
-            embed_dim, heads, cfg.dropout, cfg.attention_dropout, rnn=not cfg.no_context_rnn
-        )
+        if cfg.stacked_context_encoder:
+            self.context_encoder = StackedContextEncoder(cfg)
+        else:
+            self.context_encoder = ContextEncoder(
+                embed_dim, heads, cfg.dropout, cfg.attention_dropout, rnn=not cfg.no_context_rnn
+            )
         self.attention = (
             UniformContext() if cfg.no_inter_sentence_attention
             else InterSentenceAttention(embed_dim, heads, cfg.attention_dropout)
@@ -153,7 +183,7 @@ class ContextualAssociatedMemory(nn.Module):
 
     @property
     def reads_with_rnn(self) -> bool:
-        return self.context_encoder.rnn is not None
+        return getattr(self.context_encoder, "rnn", None) is not None
 
     def context_vectors(
         self,

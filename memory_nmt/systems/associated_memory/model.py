@@ -17,7 +17,14 @@ Choices the paper leaves open, and why:
   ``embed_scale``, dropout): the paper's context and source share a vocabulary, and a plain
   transformer's checkpoint then starts the context encoder from trained embeddings.
 - The context: the document's previous ``--context-sentences`` N source sentences (default 1,
-  the paper's), from the lane's ``PreviousSentences`` carry (source side only). A document's
+  the paper's), from the lane's ``PreviousSentences`` carry (source side only). Section 4.3 says
+  "at each training step, we compose all the context sentences of the source sentences in the
+  batch with size m as the context sentences {c_j}", and eq. 14-15 weigh those m by β. Read
+  literally, every sentence would read the m context sentences of its whole batch; the plugin
+  reads a sentence's own N previous sentences as its m (which makes Table 4's "context sentence
+  size N" its N, and is what the "Multiple Context Attention (m > 1)" paragraph weighs), since
+  a batch's other sentences belong to other documents and to whatever batch they fell in,
+  and decoding would then depend on the batching. A document's
   first sentence has none: its row skips the CAMN and its encoder output is H_source itself,
   exactly the plain transformer's, and nothing computed from another row's context or
   padding reaches it. ``--context-combination concatenate`` (default; the paper's only
@@ -25,6 +32,10 @@ Choices the paper leaves open, and why:
   ``</s>`` every binarized sentence ends with (the paper's '####'), so the dictionary and a
   plain transformer's checkpoint serve unchanged; ``parallel`` reads each sentence as its own
   sequence and weighs them by eq. 14-15.
+- The ablation without both the GRU and the inter-sentence attention is the paper's stack of
+  N encoder layers (``--stacked-context-encoder``, ``context_network.py``); ``--no-context-rnn
+  --no-inter-sentence-attention`` together keep the single attention block of the CAMN's
+  context encoder instead.
 - The context is cut, oldest sentence first, so that it and the current sentence fit
   ``--max-source-positions`` together (``ContextCuts``): the batches count the context with the
   sentence within the positions (``pipeline/data.py``), and without the GRU the context's
@@ -199,6 +210,18 @@ class AssociatedMemoryOptions(SystemOptions):
         metadata={"help": "ablation: every word reads the mean of the context encoder's states "
                           "instead of attending to them"},
     )
+    stacked_context_encoder: bool = field(
+        default=False,
+        metadata={"help": "ablation without both the GRU and the inter-sentence attention: the "
+                          "context's embeddings (with positions) go through a stack of --encoder-layers "
+                          "encoder layers, attention and feed-forward, and every word reads the mean of "
+                          "its output (implies --no-context-rnn and --no-inter-sentence-attention)"},
+    )
+
+    @classmethod
+    def complete(cls, args):
+        if args.stacked_context_encoder:
+            args.no_context_rnn = args.no_inter_sentence_attention = True
 
     @classmethod
     def check(cls, args):
