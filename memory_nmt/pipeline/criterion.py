@@ -32,8 +32,9 @@ from fairseq.dataclass import ChoiceEnum
 
 from .carry import Carry, CarryStore, WindowTail
 from .data import passes_of, steps_of
-from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
 from .document_task import TranslatesDocuments
+from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
+from .system import document_system
 from .teacher_forcing import TeacherForcedStep, teacher_forced_step
 from .truncation import GRADIENT_ACROSS_WINDOWS, TruncatedBackprop
 
@@ -105,17 +106,22 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         backward: Optional[Callable] = None,
         stateless: bool = False,
         loss_scale: float = 1.0,
+        fresh: bool = False,
     ):
         """Run consecutive steps of one group; with ``backward``, train on them (``truncation.py``).
 
         Returns the summed (detached) loss, sample size and logging output of ``steps``.
         ``stateless`` starts with nothing carried and keeps no carry (fairseq's dummy
-        batches). ``loss_scale`` is the factor ``backward`` multiplies losses by (fp16, AMP).
+        batches); ``fresh`` starts with nothing carried and keeps the carry (a replay from the
+        start of the documents its lanes hold, ``task.py``). ``loss_scale`` is the factor
+        ``backward`` multiplies losses by (fp16, AMP).
         """
+        if "previous_sentences" in steps[0]:
+            return self.forward_sentences(model, steps[0], backward)
         position = steps[0]["position"]
-        carry = None if stateless else self.carries.get(position)
+        carry = None if stateless or fresh else self.carries.get(position)
         walk = [(step, True) for step in steps]
-        tail = None if stateless else self.carries.tail_before(position)
+        tail = None if stateless or fresh else self.carries.tail_before(position)
         if backward is not None and self.recompute_across_windows and tail is not None:
             carry, walk = tail.carry, [(step, False) for step in tail.steps] + walk
         truncation = TruncatedBackprop(backward, self.gradient_reach, loss_scale) if backward is not None else None
@@ -162,6 +168,16 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             self.carries.keep(steps[-1]["position"], carry.detach(), tail)
         return total_loss, total_size, total_log
 
+    def forward_sentences(self, model, sample, backward: Optional[Callable] = None):
+        """Loss of a batch of sentences that each bring the previous sentences their context is
+        made of (``sentence_batches.py``), trained on at once with ``backward``: the sentences'
+        carry is made from those sentences, not kept between batches."""
+        carry = document_system(model).carry_of_previous_sentences(sample["lanes"], sample["previous_sentences"])
+        loss, sample_size, logging_output, _ = self.forward_step(model, sample, carry)
+        if backward is not None:
+            backward(loss)
+        return loss.detach(), sample_size, logging_output
+
     def forward_step(self, model, sample, carry: Optional[Carry]):
         """Loss of one sentence step whose lanes carried ``carry`` in (selected to its rows, or
         None at a group's first step), and what the step carries out."""
@@ -187,10 +203,12 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         return self.run_model(model, sample, carry, with_loss=False).carry
 
     def run_model(self, model, sample, carry: Optional[Carry], with_loss: bool) -> TeacherForcedStep:
-        """The step teacher-forced (``teacher_forcing.py``) on the context ``carry`` gives and,
+        """The step teacher-forced (``teacher_forcing.py``) on the context ``carry`` gives (to the
+        rows that go on with their lane's document, ``continues``, where lanes refill) and,
         ``with_loss``, its loss and nll loss (else the decoder stops at the features)."""
         return teacher_forced_step(
-            model, carry, sample["lanes"], sample["net_input"], sample["target"],
+            model, carry, sample["lanes"], sample["net_input"], sample["target"], continues=sample.get("continues"),
             features_only=not with_loss,
             loss_of=(lambda net_output: self.compute_loss(model, net_output, sample)) if with_loss else None,
         )
+

@@ -83,6 +83,7 @@ class SentenceStep:
     passes: Tuple[Tuple[int, ...], ...] = ()  # positions in ``sentences`` per forward pass; () is one
     chunk_positions: Tuple[int, ...] = ()  # chunked systems: each sentence's index in its chunk
     chunk_starts: Tuple[Tuple[int, ...], ...] = ()  # chunked sentence steps: per row, its chunk's sentences where it starts it
+    continues: Tuple[bool, ...] = ()  # refilled lanes (``refilled_lanes.py``): per row, whether it goes on with its lane's document
 
 
 def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[List[int]]]:
@@ -310,8 +311,7 @@ class DocumentDataset(FairseqDataset):
         """Fill groups with documents (or their chunks of at most ``chunk_sentences``) of similar
         length, longest first, within the limits (each step's padded tokens in at most
         ``max_passes`` forward passes)."""
-        if max_tokens is None and max_sentences is None:
-            raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
+        self.require_a_batch_size(max_tokens, max_sentences)
         documents = cut_into_chunks(self.documents, chunk_sentences) if chunk_sentences else self.documents
         ordered = sorted(documents, key=lambda d: (-d.length, d.first))
         groups: List[List[Document]] = []
@@ -329,13 +329,7 @@ class DocumentDataset(FairseqDataset):
                 )
             if chunk_sentences:
                 tokens[0] = max(tokens)
-            if max_tokens is not None and max(tokens) > max_tokens:
-                index = document.first + int(np.argmax(tokens))
-                with_context = " with the previous sentences its system reads" if context != (0, 0) else ""
-                raise DocumentDataError(
-                    f"{self._describe(index)} has {max(tokens)} tokens{with_context}, more than "
-                    f"--max-tokens {max_tokens}; raise --max-tokens"
-                )
+            self.refuse_wider_than(max_tokens, document, tokens, context)
             fits = bool(groups) and (max_sentences is None or len(groups[-1]) < max_sentences)
             if fits and max_tokens is not None:  # the document is the group's shortest: steps 0..len-1
                 fits = all(
@@ -349,14 +343,28 @@ class DocumentDataset(FairseqDataset):
                 step.add(width, step_rows)
         return groups
 
+    @staticmethod
+    def require_a_batch_size(max_tokens: Optional[int], max_sentences: Optional[int]):
+        if max_tokens is None and max_sentences is None:
+            raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
+
+    def refuse_wider_than(self, max_tokens: Optional[int], document: Document, tokens: Sequence[int], context: Tuple[int, int]):
+        """Refuse a sentence of ``document`` whose ``tokens`` (with ``context``) exceed ``max_tokens``."""
+        if max_tokens is not None and max(tokens) > max_tokens:
+            index = document.first + int(np.argmax(tokens))
+            with_context = " with the previous sentences its system reads" if context != (0, 0) else ""
+            raise DocumentDataError(
+                f"{self._describe(index)} has {max(tokens)} tokens{with_context}, more than "
+                f"--max-tokens {max_tokens}; raise --max-tokens"
+            )
+
     def whole_chunk_groups(
         self, max_tokens: Optional[int], max_sentences: Optional[int], chunk_sentences: int
     ) -> List[List[Document]]:
         """Fill groups with the documents' chunks of at most ``chunk_sentences``, each group one
         batch with a row per sentence: at most ``max_sentences`` rows, whose padded tokens (rows
         times the widest) stay within ``max_tokens``. Chunks of similar widths go together."""
-        if max_tokens is None and max_sentences is None:
-            raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
+        self.require_a_batch_size(max_tokens, max_sentences)
         widths = {
             chunk: [int(self.pairs.num_tokens(index)) for index in range(chunk.first, chunk.first + chunk.length)]
             for chunk in cut_into_chunks(self.documents, chunk_sentences)
@@ -447,6 +455,9 @@ class DocumentDataset(FairseqDataset):
         lane_of = dict(zip(sentences, lanes))
         batch["lanes"] = torch.tensor([lane_of[index] for index in ids])
         batch["position"] = step.position
+        if step.continues:
+            continues_of = dict(zip(step.sentences, step.continues))
+            batch["continues"] = torch.tensor([continues_of[index] for index in ids])
         if step.chunk_positions:
             position_of = dict(zip(step.sentences, step.chunk_positions))
             start_of = dict(zip(step.sentences, step.chunk_starts))
@@ -465,12 +476,12 @@ def side_limits(max_positions) -> Tuple[Optional[int], Optional[int]]:
     return max_positions, max_positions
 
 
-def deal_to_shards(steps: List[int], num_shards: int) -> List[List[int]]:
-    """Group indices per shard, given each group's number of ``steps``: longest group first,
-    each to the shard with the fewest steps."""
+def deal_to_shards(steps: List[int], num_shards: int, what: str = "document groups") -> List[List[int]]:
+    """Indices of ``what`` per shard, given each one's number of ``steps``: longest first, each
+    to the shard with the fewest steps."""
     if len(steps) < num_shards:
         raise DocumentDataError(
-            f"{len(steps)} document groups cannot feed {num_shards} workers: every worker "
+            f"{len(steps)} {what} cannot feed {num_shards} workers: every worker "
             "needs a document of each split; use fewer workers"
         )
     shards: List[List[int]] = [[] for _ in range(num_shards)]
@@ -523,11 +534,20 @@ class EpochItems(torch.utils.data.Dataset):
         return self.items[index]
 
     def steps_before(self, position: StepPosition) -> List[SentenceStep]:
-        """The steps of ``position``'s group that come before it, in order."""
-        return [
-            step for item in self.items if item for step in item
-            if step.position.group == position.group and step.position.step < position.step
-        ]
+        """The steps of ``position``'s group before it, in order, from which what its lanes carry
+        into it comes: all of them, or with lanes that refill (``refilled_lanes.py``) those since
+        the earliest start of the documents its rows go on with."""
+        group = [step for item in self.items if item for step in item if step.position.group == position.group]
+        earlier = [step for step in group if step.position.step < position.step]
+        current = next(step for step in group if step.position.step == position.step)
+        if not current.continues:
+            return earlier
+        waiting = {lane for lane, goes_on in zip(current.lanes, current.continues) if goes_on}
+        first = len(earlier)
+        while waiting and first > 0:
+            first -= 1
+            waiting -= {lane for lane, goes_on in zip(earlier[first].lanes, earlier[first].continues) if not goes_on}
+        return earlier[first:]
 
     def collater(self, items):
         (item,) = items

@@ -30,6 +30,9 @@ from .errors import InputError
 from .hub import DocumentHubInterface
 
 
+TRAINING_UNITS = ("lanes", "chunks", "sentences")
+
+
 class DocumentSystemError(InputError):
     pass
 
@@ -57,6 +60,20 @@ class DocumentSystem:
         """For a system that reads the whole source of a chunk of its document, later sentences
         included: the most sentences a chunk holds (``chunks.py``). None: no chunks."""
         return None
+
+    def training_unit(self) -> str:
+        """What the system's training batches hold, as its paper trains it (``TRAINING_UNITS``):
+        'lanes' (the default: documents walked sentence step by sentence step in lanes that
+        refill, what a lane carries passed on: ``refilled_lanes.py``), 'chunks' (whole chunks,
+        for a system that reads them), or 'sentences' (shuffled sentences, each bringing the
+        previous sentences its carry is made of: ``carry_of_previous_sentences``)."""
+        return "chunks" if self.chunk_sentences() is not None else "lanes"
+
+    def carry_of_previous_sentences(self, lanes: Tensor, previous: List[Tuple[Tuple[Tensor, ...], Tuple[Tensor, ...]]]) -> Carry:
+        """For a system that trains on 'sentences': the carry of rows ``lanes`` whose documents'
+        previous sentences are ``previous`` (per row: source and target sentences, oldest
+        first, as many as ``context_sentences()`` gives, fewer at a document's start)."""
+        raise NotImplementedError
 
     def sentence_context(
         self,
@@ -166,6 +183,12 @@ class SentenceLevel:
 
     def chunk_sentences(self) -> Optional[int]:
         return None
+
+    def training_unit(self) -> str:
+        return "sentences"
+
+    def carry_of_previous_sentences(self, lanes, previous) -> Carry:
+        return Carry(lanes)
 
     def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
         return SentenceContext()

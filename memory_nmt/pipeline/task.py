@@ -44,12 +44,23 @@ from .errors import UnsupportedOptionError
 from .generator import CONTEXT_FROM, DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
+from .refilled_lanes import plan_refilled_epoch
+from .sentence_batches import SentencesWithContext
 from .system import document_system
 
 logger = logging.getLogger(__name__)
 
 DDP_BACKENDS = ("legacy_ddp", "no_c10d")
+TRAINING_BATCHES = ("system", "lanes")
 DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
+TRAINING_UNIT_LOG = {
+    "lanes": "documents in lanes that refill, sentence step by sentence step, --optimization-window "
+             "steps an update (refilled_lanes.py)",
+    "chunks": "whole chunks, one batch an update (--training-batches lanes: --optimization-window "
+              "batches an update)",
+    "sentences": "shuffled sentences of similar width, each with the previous sentences its system "
+                 "reads, one batch an update (sentence_batches.py)",
+}
 
 
 def fingerprint(dictionary) -> str:
@@ -108,10 +119,20 @@ def let_go_before_last(batches):
 
 @dataclass
 class DocumentTranslationConfig(TranslationConfig):
+    training_batches: ChoiceEnum(TRAINING_BATCHES) = field(
+        default="system",
+        metadata={
+            "help": "what training batches hold: 'system', what the system's papers train it on "
+            "(documents in lanes that refill for a system that carries state, shuffled "
+            "sentences with their context for one whose context is earlier sentences, whole "
+            "chunks for one that reads chunks; one batch an update but in lanes), or 'lanes' "
+            "for every system (a controlled comparison in the recurrent memory model's regime)"
+        },
+    )
     optimization_window: str = field(
         default="full",
         metadata={
-            "help": "sentence steps whose gradients make one update (paper section 5.3): "
+            "help": "in lanes, sentence steps whose gradients make one update (paper section 5.3): "
             "'full' for a whole group of documents, a number, or a range A-B drawn anew "
             "for every update"
         },
@@ -152,6 +173,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         self.context_sentences = (0, 0)  # of the model built last: sizes the batches
         self.chunk_sentences = None  # of the model built last: cuts its documents into chunks
         self.model_positions = None  # of the model built last: what its system cuts a sentence's context to
+        self.training_unit = "lanes"  # of the model built last, as --training-batches makes it
         self.trains_its_model = True  # fairseq-train builds its model; the others load theirs
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
@@ -187,6 +209,11 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         self.model_positions = model.max_positions()
         self.interactive.chunk_sentences = self.chunk_sentences
         self.trains_its_model = not from_checkpoint
+        self.training_unit = system.training_unit()
+        if self.cfg.training_batches == "lanes" and self.training_unit == "sentences":
+            self.training_unit = "lanes"
+        if self.trains_its_model:
+            logger.info("training batches: %s", TRAINING_UNIT_LOG[self.training_unit])
         return model
 
     def build_criterion(self, cfg):
@@ -240,13 +267,26 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         # positions would blame them (fairseq's trainer counts --max-tokens into max_positions).
         # A sentence's context is cut to the model's own positions, so the plan counts it so.
         training = self.trains_its_model and dataset.stream == self.cfg.train_subset
-        items = plan_epoch(
-            dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
-            window=parse_window(self.cfg.optimization_window) if training else None,
-            context=self.context_sentences, max_positions=self.model_positions or max_positions,
-            max_passes=self.cfg.passes_per_step if training else 1,
-            chunk_sentences=self.chunk_sentences, whole_chunks=training and self.chunk_sentences is not None,
-        )
+        context_positions = self.model_positions or max_positions
+        if training and self.training_unit == "sentences":
+            return self.sentence_batch_iterator(
+                dataset, max_tokens, max_sentences, max_positions, seed, num_shards, shard_id,
+                num_workers, epoch, data_buffer_size,
+            )
+        window = parse_window(self.cfg.optimization_window) if training else None
+        if training and self.training_unit == "lanes":
+            items = plan_refilled_epoch(
+                dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch, window,
+                context=self.context_sentences, max_positions=context_positions, max_passes=self.cfg.passes_per_step,
+            )
+        else:
+            chunk_windows = (1, 1) if self.cfg.training_batches == "system" else window
+            items = plan_epoch(
+                dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
+                window=chunk_windows if training else None,
+                context=self.context_sentences, max_positions=context_positions,
+                chunk_sentences=self.chunk_sentences, whole_chunks=training,
+            )
         dataset.check_positions(max_positions)
         if training:
             self.training_plan = items
@@ -261,10 +301,32 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             disable_shuffling=True,
         )
 
+    def sentence_batch_iterator(self, dataset, max_tokens, max_sentences, max_positions, seed, num_shards,
+                                shard_id, num_workers, epoch, data_buffer_size):
+        """fairseq's shuffled batches of the training split's sentences, each with the previous
+        sentences its system reads (``sentence_batches.py``)."""
+        sentences = SentencesWithContext(dataset, self.context_sentences, self.model_positions or max_positions)
+        batches = sentences.batches(max_tokens, max_sentences, seed, epoch)
+        dataset.check_positions(max_positions)
+        self.training_plan = None
+        return DocumentBatchIterator(
+            dataset=sentences,
+            collate_fn=sentences.collater,
+            batch_sampler=batches,
+            seed=seed,
+            num_shards=num_shards,
+            shard_id=shard_id,
+            num_workers=num_workers,
+            epoch=epoch,
+            buffer_size=data_buffer_size,
+        )
+
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        """One optimisation window: forward and backward sentence step by sentence step."""
-        if not ignore_grad:
-            self.rebuild_interrupted_carry(steps_of(sample)[0]["position"], model, criterion)
+        """One update: a window of sentence steps of documents in lanes, forward and backward step
+        by step, or one batch of chunks or of sentences with their context."""
+        first = steps_of(sample)[0]
+        if not ignore_grad and "position" in first:
+            self.rebuild_interrupted_carry(first["position"], model, criterion)
         model.train()
         model.set_num_updates(update_num)
 
@@ -281,15 +343,16 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
 
     def rebuild_interrupted_carry(self, position, model, criterion):
         """Training resumed from a checkpoint saved inside a group (fairseq restores the data
-        order, not what the lanes carry): replay the group's earlier sentences, forward only
-        and with the current weights, so its documents continue with their context."""
+        order, not what the lanes carry): replay the group's earlier sentences (those of the
+        documents its lanes hold, where lanes refill), forward only and with the current
+        weights, so its documents continue with their context."""
         if position.step == 0 or criterion.holds_carry_into(position):
             return
         earlier = self.training_plan.steps_before(position)
+        first = earlier[0].position.step
         logger.info(
-            "resuming inside group %d: replaying its first %d sentence steps to rebuild what its "
-            "lanes carry",
-            position.group, len(earlier),
+            "resuming inside group %d: replaying %s to rebuild what its lanes carry", position.group,
+            f"its first {len(earlier)} sentence steps" if first == 0 else f"its sentence steps {first} to {position.step - 1}",
         )
         device = next(model.parameters()).device
         samples = [
@@ -298,7 +361,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         ]
         model.eval()
         with torch.no_grad():
-            criterion.forward_window(model, samples)
+            criterion.forward_window(model, samples, fresh=True)
 
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):
         """fairseq-interactive's lines: an empty line ends a document (``interactive.py``)."""

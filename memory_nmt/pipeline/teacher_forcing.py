@@ -43,6 +43,7 @@ def teacher_forced_step(
     lanes: Tensor,
     net_input: Dict[str, Tensor],
     target: Tensor,
+    continues: Optional[Tensor] = None,
     features_only: bool = False,
     loss_of: Optional[Callable[[Tuple[Tensor, Dict[str, Any]]], Any]] = None,
 ) -> TeacherForcedStep:
@@ -51,11 +52,16 @@ def teacher_forced_step(
     right-padded, each row ending with eos; ``net_input`` holds its ``prev_output_tokens``).
 
     ``carry`` is what the lanes carried in, selected to the rows (None where every row starts its
-    document). ``features_only`` stops the decoder at its features (no output projection);
+    document); where ``continues`` (B,) is given (lanes that refill), only the rows it marks go on
+    with their lane's document and read it, the others start one. ``features_only`` stops the decoder at its features (no output projection);
     ``loss_of(net_output)``, if given, is computed inside the "forward" region."""
     system = document_system(model)
+    if continues is not None and carry is not None:
+        carry = carry.rows(continues.nonzero().squeeze(1)) if bool(continues.any()) else None
+    if carry is None:
+        continues = None
     with record_function("sentence context"):
-        context = system.sentence_context(carry, lanes, None, net_input, target_room=target.size(1) - 1)
+        context = system.sentence_context(carry, lanes, continues, net_input, target_room=target.size(1) - 1)
     with record_function("forward"):
         net_output = model(**net_input, **context.inputs, features_only=features_only)
         loss = loss_of(net_output) if loss_of is not None else None

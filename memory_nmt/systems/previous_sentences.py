@@ -131,6 +131,14 @@ class PreviousSentencesSystem(DocumentSystem):
             for (source, _), sentence in zip(previous, sentences)
         ]
 
+    def training_unit(self) -> str:
+        """Its context is earlier sentences' tokens, which the data gives for any sentence: it
+        trains on shuffled sentences, each with its previous ones, as its papers do."""
+        return "sentences"
+
+    def carry_of_previous_sentences(self, lanes, previous) -> PreviousSentences:
+        return PreviousSentences(lanes, [source for source, _ in previous], [target for _, target in previous])
+
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> PreviousSentences:
         """Each lane's previous sentences, with this sentence and its translation added."""
         pad = self.encoder.padding_idx

@@ -107,13 +107,15 @@ def test_windows_cut_groups_in_order(data_bin, spec, low, high):
     assert len(set(spec_sizes := [len(w) for w in windows])) >= (2 if low < high else 1), spec_sizes
 
 
-def test_full_window_and_group_shuffling(data_bin):
+def test_full_window_and_a_new_dealing_every_epoch(data_bin):
+    """A full window is a whole group; the documents are dealt to lanes in another order every
+    epoch, so the groups hold other documents (each sentence still once)."""
     task, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full")
     epoch1 = [item["steps"] for item in batches(task, "train", max_tokens=60, epoch=1)]
     epoch2 = [item["steps"] for item in batches(task, "train", max_tokens=60, epoch=2)]
     assert all(window[-1]["position"].ends_group and window[0]["position"].step == 0 for window in epoch1)
-    order = lambda windows: [w[0]["position"].group for w in windows]  # noqa: E731
-    assert sorted(order(epoch1)) == sorted(order(epoch2)) and order(epoch1) != order(epoch2)
+    order = lambda windows: [s["id"].tolist() for w in windows for s in w]  # noqa: E731
+    assert sorted(sum(order(epoch1), [])) == sorted(sum(order(epoch2), [])) and order(epoch1) != order(epoch2)
     assert parse_window("full") == (None, None)
     with pytest.raises(DocumentDataError, match="--optimization-window"):
         parse_window("3-1")
@@ -165,14 +167,14 @@ def test_forward_passes_cut_where_padding_is_saved():
 def test_steps_in_passes_keep_every_sentence_and_the_token_bound(data_bin):
     """--passes-per-step: each training step's rows go through the model in passes whose
     padded tokens together stay within --max-tokens; so groups take more lanes, and every
-    sentence is still trained on once, in its lane, at its step."""
+    sentence is still trained on once, in its lane, right after its document's previous one."""
     one_pass, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full")
     in_passes, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full", "--passes-per-step", "3")
     single = [step for item in batches(one_pass, "train", max_tokens=60) for step in item["steps"]]
     split = [step for item in batches(in_passes, "train", max_tokens=60) for step in item["steps"]]
     assert len(split) < len(single), "fewer, fuller steps"
     assert any("passes" in step for step in split) and not any("passes" in step for step in single)
-    seen = collections.Counter()
+    seen, lane_holds = collections.Counter(), {}  # (group, lane) -> (document, index) of its last row
     for step in split:
         passes = step.get("passes", [step])
         assert sum(p["net_input"]["src_tokens"].size(0) * max(p["net_input"]["src_tokens"].size(1),
@@ -181,9 +183,11 @@ def test_steps_in_passes_keep_every_sentence_and_the_token_bound(data_bin):
         assert len(set(lanes)) == len(lanes)
         for p in passes:
             assert p["position"] == step["position"]
-            for sentence in p["id"].tolist():
-                _, index = in_passes.dataset("train").document_of(sentence)
-                assert index == step["position"].step
+            for sentence, lane, goes_on in zip(p["id"].tolist(), p["lanes"].tolist(), p["continues"].tolist()):
+                document, index = in_passes.dataset("train").document_of(sentence)
+                key = (step["position"].group, lane)
+                assert lane_holds.get(key) == (document, index - 1) if goes_on else index == 0
+                lane_holds[key] = (document, index)
                 seen[sentence] += 1
     assert sorted(seen) == list(range(len(in_passes.dataset("train")))) and set(seen.values()) == {1}
     assert not any("passes" in step for step in batches(in_passes, "valid", max_tokens=60)), "training only"

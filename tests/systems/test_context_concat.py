@@ -19,7 +19,7 @@ from conftest import (
     check_hypotheses_score_as_teacher_forced,
     walk,
 )
-from memory_nmt.pipeline.data import DocumentDataError
+from memory_nmt.pipeline.data import DocumentDataError, steps_of
 from memory_nmt.pipeline.teacher_forcing import teacher_forced_step
 from memory_nmt.systems.previous_sentences import PreviousSentences, unpadded
 
@@ -149,7 +149,7 @@ def test_context_is_cut_oldest_first_to_fit_the_positions(data_bin, caplog):
 
 
 def test_batches_count_the_context_within_max_tokens(data_bin):
-    task, model, _ = concat_model(data_bin, 2, 2)
+    task, model, _ = concat_model(data_bin, 2, 2, "--training-batches", "lanes")
     steps = batches(task, "train", max_tokens=150)
     walked, carry = 0, None
     with torch.no_grad():
@@ -157,7 +157,7 @@ def test_batches_count_the_context_within_max_tokens(data_bin):
             for sample in item["steps"]:
                 lanes, net_input = sample["lanes"], sample["net_input"]
                 carry_in = carry.select(lanes) if carry is not None and sample["position"].step else None
-                step = teacher_forced_step(model, carry_in, lanes, net_input, sample["target"])
+                step = teacher_forced_step(model, carry_in, lanes, net_input, sample["target"], sample["continues"])
                 context = step.context
                 source = context.inputs.get("source_with_context", net_input["src_tokens"])
                 assert source.numel() <= 150
@@ -171,13 +171,15 @@ def test_batches_count_the_context_within_max_tokens(data_bin):
     assert walked > 10
 
 
-def test_max_tokens_holds_the_context_with_the_trainers_max_positions(data_bin):
+@pytest.mark.parametrize("regime", ["system", "lanes"])
+def test_max_tokens_holds_the_context_with_the_trainers_max_positions(data_bin, regime):
     """fairseq's trainer counts --max-tokens into the positions it passes: the context is still
     counted up to the model's own positions, to which it is cut, so a sentence with its context
-    over --max-tokens is refused, never trained on in a wider batch."""
+    over --max-tokens is refused, never trained on in a wider batch (in the system's own
+    sentence batches and in lanes)."""
     from fairseq import utils
 
-    task, model, _ = concat_model(data_bin, 3, 0)
+    task, model, criterion = concat_model(data_bin, 3, 0, "--training-batches", regime)
 
     def trainer_batches(max_tokens):
         positions = utils.resolve_max_positions(task.max_positions(), model.max_positions(), max_tokens)
@@ -185,18 +187,20 @@ def test_max_tokens_holds_the_context_with_the_trainers_max_positions(data_bin):
 
     with pytest.raises(DocumentDataError, match="with the previous sentences its system reads, more than --max-tokens 12"):
         trainer_batches(12)
-    carry, walked = None, 0
-    with torch.no_grad():
-        for item in trainer_batches(120):
-            for sample in item["steps"]:
-                lanes = sample["lanes"]
-                carry_in = carry.select(lanes) if carry is not None and sample["position"].step else None
-                step = teacher_forced_step(model, carry_in, lanes, sample["net_input"], sample["target"])
-                source = step.context.inputs.get("source_with_context", sample["net_input"]["src_tokens"])
-                assert source.numel() <= 120
-                walked += "source_with_context" in step.context.inputs
-                carry = step.carry
-    assert walked > 10
+    widths = []
+
+    def source_width(module, args, kwargs):
+        tokens = kwargs.get("source_with_context")
+        widths.append((tokens if tokens is not None else args[0]).numel())
+
+    handle = model.encoder.register_forward_pre_hook(source_width, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            for item in trainer_batches(120):
+                criterion.forward_window(model, steps_of(item))
+    finally:
+        handle.remove()
+    assert widths and max(widths) <= 120 and sum(width > 30 for width in widths) > 3
 
 
 def test_a_target_context_cut_by_the_generators_length_limit_says_so(data_bin, caplog):
@@ -215,7 +219,7 @@ def test_a_target_context_cut_by_the_generators_length_limit_says_so(data_bin, c
 def test_a_sentences_loss_trains_its_own_pass_only(data_bin):
     """The previous sentences are read again from their tokens: sentence t's loss reaches the
     embeddings of its own forward pass (context tokens included), never the earlier passes."""
-    task, model, criterion = concat_model(data_bin, 2, 2, "--optimization-window", "3")
+    task, model, criterion = concat_model(data_bin, 2, 2, "--training-batches", "lanes", "--optimization-window", "3")
     model.train()
     windows = [item["steps"] for item in batches(task, "train", max_tokens=150)]
     steps = next(w for w in windows if len(w) >= 3 and w[2]["lanes"].numel() >= 1)[:3]

@@ -1,0 +1,176 @@
+"""Training lanes that refill: a lane goes on with its next document as soon as one ends.
+
+A system that carries state from sentence to sentence (the default of ``system.py``'s
+``training_unit``, and any system with ``--training-batches lanes``) trains on documents
+walked in lanes. Filled as in decoding (``data.py``), a group's lanes empty as its documents
+end, and a group is only as wide as its widest step allows. Here each lane holds a stream of
+documents, one after the other, so a group's steps stay full. With 5 documents A(3) B(1) C(2)
+D(2) E(1) in 2 lanes, each next document going to the lane with the fewest sentences so far::
+
+    lane 0: A1 A2 A3 E1          step 0 = [A1 B1]   step 1 = [A2 C1*]   step 2 = [A3 C2]
+    lane 1: B1 C1 C2 D1 D2       step 3 = [E1* D1*] step 4 = [D2]
+
+(* a row that starts its lane's next document.) A step's rows say whether they continue their
+lane's document (``continues``): a row that starts one reads nothing its lane carried, as a
+document's first sentence never does, and no loss of it reaches the lane's previous document
+(``criterion.py``). No lane grows longer than the worker's longest document: the lane with the
+fewest sentences takes the next document, in the epoch's order, that still fits it, and when
+none does the group ends and the next begins. So a group is at most as many steps as the
+longest document (what ``--optimization-window full`` makes one update of, as before).
+
+Every sentence is in exactly one step of one worker an epoch and documents keep their order.
+Each data-parallel worker gets its own documents (dealt by their sentences, most first, each to
+the worker with the fewest) and its own lanes; one with fewer items gets empty ones at the end
+(fairseq's dummy batches). The documents are dealt to lanes in an order drawn anew every epoch,
+and the number of lanes is the most with which every step fits ``--max-tokens`` (counting the
+context a system reads, in up to ``--passes-per-step`` forward passes) and ``--batch-size``,
+found by bisection over the epoch's dealing.
+"""
+from collections import defaultdict, deque
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from fairseq.data import data_utils
+
+from .data import (
+    Document,
+    DocumentDataset,
+    EpochItems,
+    SentenceStep,
+    StepPosition,
+    deal_to_shards,
+    forward_passes,
+    windows_of,
+)
+
+Widths = Dict[Document, List[int]]
+
+
+def plan_refilled_epoch(
+    dataset: DocumentDataset,
+    max_tokens: Optional[int],
+    max_sentences: Optional[int],
+    num_shards: int,
+    shard_id: int,
+    seed: int,
+    epoch: int,
+    window: Tuple[Optional[int], Optional[int]],
+    context: Tuple[int, int] = (0, 0),
+    max_positions=None,
+    max_passes: int = 1,
+) -> EpochItems:
+    """The training windows worker ``shard_id`` sees in ``epoch``, its documents in refilled lanes.
+    ``context`` and ``max_positions`` size the rows (``DocumentDataset.step_tokens``)."""
+    dataset.require_a_batch_size(max_tokens, max_sentences)
+    widths = {document: dataset.step_tokens(document, context, max_positions) for document in dataset.documents}
+    for document, tokens in widths.items():
+        dataset.refuse_wider_than(max_tokens, document, tokens, context)
+    per_shard = []
+    shards = deal_to_shards([document.length for document in dataset.documents], num_shards, "documents")
+    for shard, indices in enumerate(shards):
+        with data_utils.numpy_seed(seed, epoch, shard):
+            order = [dataset.documents[i] for i in np.random.permutation(sorted(indices))]
+            lanes = most_lanes(order, widths, max_tokens, max_sentences, max_passes)
+            steps = [
+                step for group, streams in enumerate(fill_lanes(order, lanes))
+                for step in stream_steps(dataset.stream, group, streams, widths, max_passes)
+            ]
+            per_shard.append(windows_of_groups(steps, window))
+    longest = max(len(items) for items in per_shard)
+    own = per_shard[shard_id]
+    return EpochItems(dataset, own + [None] * (longest - len(own)), windows=True)
+
+
+def fill_lanes(documents: Sequence[Document], lanes: int) -> List[List[List[Document]]]:
+    """``documents`` dealt to groups of ``lanes`` streams, none longer than the longest document:
+    the stream with the fewest sentences takes the first document, in the order given, that still
+    fits it; a group ends when none does."""
+    room = max(document.length for document in documents)
+    waiting: Dict[int, deque] = defaultdict(deque)  # length -> places in ``documents``, in order
+    for place, document in enumerate(documents):
+        waiting[document.length].append(place)
+    lengths = sorted(waiting)
+    groups = []
+    while any(waiting.values()):
+        streams: List[List[Document]] = [[] for _ in range(lanes)]
+        totals = [0] * lanes
+        while True:
+            lane = min(range(lanes), key=lambda l: (totals[l], l))
+            heads = [waiting[length][0] for length in lengths if length <= room - totals[lane] and waiting[length]]
+            if not heads:
+                break
+            document = documents[min(heads)]
+            waiting[document.length].popleft()
+            streams[lane].append(document)
+            totals[lane] += document.length
+        groups.append([stream for stream in streams if stream])
+    return groups
+
+
+def rows_of(streams: List[List[Document]], widths: Widths) -> List[List[Tuple[int, bool, int]]]:
+    """Each lane's rows, step by step: (sentence index, continues its document, width)."""
+    return [
+        [(document.first + t, t > 0, widths[document][t]) for document in stream for t in range(document.length)]
+        for stream in streams
+    ]
+
+
+def stream_steps(stream: str, group: int, streams: List[List[Document]], widths: Widths, max_passes: int) -> List[SentenceStep]:
+    """The steps of one group of refilled lanes: step s holds each lane's s-th sentence."""
+    lanes = rows_of(streams, widths)
+    length = max(len(rows) for rows in lanes)
+    steps = []
+    for s in range(length):
+        present = [lane for lane, rows in enumerate(lanes) if s < len(rows)]
+        rows = [lanes[lane][s] for lane in present]
+        _, passes = forward_passes([width for _, _, width in rows], max_passes)
+        steps.append(SentenceStep(
+            StepPosition(stream, group, s, ends_group=s == length - 1),
+            sentences=tuple(sentence for sentence, _, _ in rows),
+            lanes=tuple(present),
+            passes=tuple(tuple(p) for p in passes) if len(passes) > 1 else (),
+            continues=tuple(goes_on for _, goes_on, _ in rows),
+        ))
+    return steps
+
+
+def fits(documents: Sequence[Document], lanes: int, widths: Widths, max_tokens: Optional[int], max_passes: int) -> bool:
+    """Whether every step of ``documents`` dealt to ``lanes`` lanes fits ``max_tokens``."""
+    if max_tokens is None:
+        return True
+    for streams in fill_lanes(documents, lanes):
+        rows = rows_of(streams, widths)
+        for s in range(max(len(lane) for lane in rows)):
+            step = [lane[s][2] for lane in rows if s < len(lane)]
+            if forward_passes(step, max_passes)[0] > max_tokens:
+                return False
+    return True
+
+
+def most_lanes(documents: Sequence[Document], widths: Widths, max_tokens: Optional[int],
+               max_sentences: Optional[int], max_passes: int) -> int:
+    """The most lanes with which every step fits (bisection; one lane always fits, since no
+    sentence is wider than ``max_tokens``)."""
+    high = min(len(documents), max_sentences or len(documents))
+    if max_tokens is not None:
+        high = min(high, max(1, max_tokens // min(min(tokens) for tokens in widths.values())))
+    low = 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(documents, middle, widths, max_tokens, max_passes):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def windows_of_groups(steps: List[SentenceStep], window) -> List[List[SentenceStep]]:
+    """The groups' steps cut into optimisation windows, group by group (the random sizes drawn
+    with numpy's generator, seeded by the caller)."""
+    items, group = [], []
+    for step in steps:
+        group.append(step)
+        if step.position.ends_group:
+            items.extend(windows_of(group, window, np.random))
+            group = []
+    return items

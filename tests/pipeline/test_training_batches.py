@@ -1,0 +1,173 @@
+"""Each system trains in the batches its papers train it in: documents in lanes that refill (a
+system that carries state), shuffled sentences with their context (one whose context is earlier
+sentences' tokens), whole chunks (one that reads chunks). Every training sentence is in exactly
+one batch an epoch, one worker or two; a sentence's context comes from the earlier sentences of
+its own document only; a lane that takes its next document starts it from nothing carried, and
+no loss of one document sends gradient into another."""
+import collections
+
+import pytest
+import torch
+
+from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, walk
+from memory_nmt.pipeline.data import steps_of
+
+SENTENCE = ["--arch", "transformer", *TINY_DIMS]
+
+
+def sentences_of(item) -> list:
+    """The dataset indices an item trains on (a window of steps in passes, or one batch)."""
+    return [i for step in steps_of(item) for batch in step.get("passes", [step]) for i in batch["id"].tolist()]
+
+
+@pytest.mark.parametrize("arch, unit", [
+    (TINY_MODEL, "lanes"), (CONCAT, "sentences"), (AMN, "sentences"), (SENTENCE, "sentences"), (LOCAL_GLOBAL, "chunks"),
+], ids=["memory", "concat", "amn", "transformer", "local_global"])
+def test_each_system_trains_in_its_own_batches_every_sentence_once(data_bin, arch, unit):
+    task, _, _, _ = build(data_bin, *arch, "--optimization-window", "2-3")
+    assert task.training_unit == unit
+    for workers in (1, 2):
+        per_worker = [batches(task, "train", max_tokens=200, num_shards=workers, shard_id=w) for w in range(workers)]
+        assert len({len(items) for items in per_worker}) == 1, "every worker runs as many batches"
+        seen = collections.Counter(i for items in per_worker for item in items if item for i in sentences_of(item))
+        assert sorted(seen) == list(range(len(task.dataset("train")))) and set(seen.values()) == {1}
+    items = batches(task, "train", max_tokens=200)
+    if unit == "sentences":
+        assert all("previous_sentences" in item for item in items)
+    elif unit == "chunks":
+        assert all(len(item["steps"]) == 1 for item in items), "one batch of whole chunks an update"
+    else:
+        assert any(len(item["steps"]) > 1 for item in items) and all("continues" in s for i in items for s in i["steps"])
+
+
+def test_lanes_for_every_system_on_request(data_bin):
+    task, _, _, _ = build(data_bin, *CONCAT, "--training-batches", "lanes")
+    assert task.training_unit == "lanes"
+    assert all("steps" in item for item in batches(task, "train", max_tokens=200))
+
+
+def test_a_sentences_context_is_the_earlier_sentences_of_its_own_document(data_bin):
+    """K = 3, documents of 2 to 6 sentences: a row's context is the up to 3 sentences right
+    before it in its document, oldest first, on both sides, never another document's."""
+    task, _, _, _ = build(data_bin, *CONCAT, "--source-context", "3", "--target-context", "3")
+    items = batches(task, "train", max_tokens=400)
+    pairs = task.dataset("train").pairs
+    rows = 0
+    for item in items:
+        for sentence, (sources, targets) in zip(item["id"].tolist(), item["previous_sentences"]):
+            document, index = task.dataset("train").document_of(sentence)
+            earlier = range(document.first + max(0, index - 3), sentence)
+            assert [s.tolist() for s in sources] == [pairs[j]["source"].tolist() for j in earlier]
+            assert [t.tolist() for t in targets] == [pairs[j]["target"].tolist() for j in earlier]
+            rows += 1
+    assert rows == len(pairs)
+
+
+def test_a_sentence_reads_in_its_batch_what_it_reads_walked_in_its_document(data_bin):
+    """2-to-2: each sentence's teacher-forced output in the shuffled sentence batches equals its
+    output in a walk through its document, lane by lane (where the carry is passed on)."""
+    task, model, criterion, _ = build(data_bin, *CONCAT, "--source-context", "2", "--target-context", "2")
+    model.eval()
+    task.load_dataset("train")
+    steps = [step for step in task.get_batch_iterator(task.dataset("train"), max_tokens=400, seed=1).next_epoch_itr(shuffle=False)]
+    outputs = {}
+    run_model = criterion.run_model
+
+    def recording(model, sample, carry, **options):
+        step = run_model(model, sample, carry, **options)
+        outputs.update(zip(sample["id"].tolist(), step.net_output[0]))
+        return step
+
+    criterion.run_model = recording
+    with torch.no_grad():
+        for item in steps:
+            criterion.forward_window(model, steps_of(item))
+    task.trains_its_model = False  # a loaded model reads every split, the training one too, document by document
+    walked = walk(model, batches(task, "train", max_tokens=400))
+    assert walked.keys() == outputs.keys()
+    pairs = task.dataset("train").pairs
+    for i, logits in walked.items():
+        length = pairs[i]["target"].numel()
+        assert torch.allclose(logits[:length], outputs[i][:length], atol=1e-5), i
+
+
+def refilled_boundary(task):
+    """A window of two steps in which one lane's document ends at the first and its next
+    document starts at the second: (window, lane, the ended document's sentence, the new one's)."""
+    for item in batches(task, "train", max_tokens=200):
+        window = item["steps"]
+        for first, second in zip(window, window[1:]):
+            starts = dict(zip(second["lanes"].tolist(), (~second["continues"]).tolist()))
+            for lane, sentence in zip(first["lanes"].tolist(), first["id"].tolist()):
+                if starts.get(lane) and second["position"].step > 0:
+                    new = second["id"][second["lanes"].tolist().index(lane)].item()
+                    return [first, second], lane, sentence, new
+    raise AssertionError("no lane takes its next document in the tiny corpus")
+
+
+def test_a_refilled_lane_starts_its_next_document_from_nothing_carried(data_bin):
+    """The new document's first sentence computes exactly what it computes as a document's first
+    sentence anywhere: changing the lane's previous document changes nothing of it."""
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "2", "--dropout", "0")
+    make_reads_nonzero(model)
+    model.eval()
+    window, lane, ended, new = refilled_boundary(task)
+    outputs = {}
+    run_model = criterion.run_model
+
+    def recording(model, sample, carry, **options):
+        step = run_model(model, sample, carry, **options)
+        outputs.update(zip(sample["id"].tolist(), step.net_output[0]))
+        return step
+
+    criterion.run_model = recording
+    with torch.no_grad():
+        criterion.forward_window(model, window, stateless=True)
+        first = outputs[new].clone()
+        changed = dict(window[0], net_input=dict(window[0]["net_input"]))
+        tokens = changed["net_input"]["src_tokens"].clone()
+        row = changed["id"].tolist().index(ended)
+        tokens[row] = tokens[row].flip(0)
+        changed["net_input"]["src_tokens"] = tokens
+        criterion.forward_window(model, [changed, window[1]], stateless=True)
+    assert torch.equal(outputs[new], first)
+    alone = walk(model, [dict(window[1], position=window[1]["position"].__class__("alone", 0, 0, True))])
+    assert torch.allclose(alone[new], first, atol=1e-6)
+
+
+@pytest.mark.parametrize("across", ["recompute", "drop"])
+def test_no_loss_of_one_document_sends_gradient_into_another(data_bin, across):
+    """With the gradient reaching 2 sentences back, the loss of the new document's first sentence
+    reaches nothing of the lane's previous document; made to go on with it (the lane's carry
+    read), the same loss does: the test can tell."""
+    task, model, criterion, _ = build(
+        data_bin, *TINY_MODEL, "--optimization-window", "2", "--gradient-reach", "2",
+        "--gradient-across-windows", across, "--dropout", "0",
+    )
+    make_reads_nonzero(model)
+    model.train()
+    window, lane, ended, new = refilled_boundary(task)
+    pad = task.target_dictionary.pad()
+
+    def gradient_at_the_ended_document(second):
+        steps = [dict(window[0], target=torch.full_like(window[0]["target"], pad)), second]
+        keep = (second["id"] == new).unsqueeze(1)
+        steps[1] = dict(second, target=second["target"].masked_fill(~keep, pad))
+        embedded = []
+
+        def retain(module, inputs, output):
+            output.retain_grad()
+            embedded.append(output)
+
+        handle = model.encoder.embed_tokens.register_forward_hook(retain)
+        model.zero_grad()
+        try:
+            criterion.forward_window(model, steps, backward=lambda loss: loss.backward(), stateless=True)
+        finally:
+            handle.remove()
+        row = window[0]["id"].tolist().index(ended)
+        return embedded[0].grad[row].abs().sum().item() if embedded[0].grad is not None else 0.0
+
+    assert gradient_at_the_ended_document(window[1]) == 0
+    carried = dict(window[1], continues=torch.ones_like(window[1]["continues"]))
+    assert gradient_at_the_ended_document(carried) > 0
