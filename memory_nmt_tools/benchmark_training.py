@@ -1,26 +1,31 @@
-"""Training speed and memory of ``transformer_recurrent_memory`` against fairseq's ``transformer``.
+"""Training speed and memory of the document systems against fairseq's ``transformer``, each in its own batches.
 
-Both models, of the same size, train on the same documents (synthetic ones, binarized once with
+Every model, of the same size, trains on the same documents (synthetic ones, binarized once with
 fairseq-preprocess into --workdir, or --data) at the same --max-tokens, through fairseq's own
 ``Trainer`` and ``train_step``: the plain transformer on fairseq's ``translation`` task (its usual
-batches of similar-length sentences), the memory model on the plugin's ``document_translation``
-task (sentence steps of documents in lanes, --optimization-window steps per update). A third
-row, the plain transformer on the document task's batches (each sentence alone), tells the cost
-of the document batches from the cost of the memory. After --warmup updates each, --updates
+batches of similar-length sentences), the systems on the plugin's ``document_translation`` task,
+each in the batches it trains on (``memory_nmt/pipeline/system.py``'s training units): the memory
+model on documents in lanes that refill (--optimization-window steps per update), the
+concatenation model (2-to-1) and the associated memory on sentences with their context, the
+local+global model on whole chunks of 20 sentences (--systems picks these three). A row of the
+plain transformer on the memory model's lanes (each sentence alone, ``--training-batches lanes``)
+tells the cost of the lanes from the cost of the memory. After --warmup updates each, --updates
 updates of each are timed in --repeats alternating rounds (A B C A B C ...), each model going on
 through its epochs. Printed side by side, per model:
 
 - target tokens/s (real target tokens trained on, divided by the timed seconds) and the ratio
-  memory/plain (target >= 0.8);
+  to the transformer's (the memory model's target >= 0.8);
 - real (non-padding) tokens per forward pass, source and target together, and the padding
-  fraction of the padded batches; forward passes per update;
+  fraction of the padded batches (the sentences trained on; the context a system reads with
+  them counts in the arithmetic only); forward passes per update;
 - peak memory while training (each model in a fresh process: ``peak_memory.py``) and the ratio
   (target <= 1.2);
 - the arithmetic each model does per target token over --updates more updates: the FLOPs of
   matrix products and attention (forward, backward and the gradient to the previous sentence;
   padding included), counted with torch's formulas (``arithmetic.py``), and the ratio
-  memory/plain. At equal FLOP rates the tokens/s ratio cannot exceed its inverse: that tells
-  what the memory costs by design of the model from what its implementation costs.
+  to the transformer's ('x arith'). At equal FLOP rates the tokens/s ratio cannot exceed its
+  inverse, the ceiling; 'of ceiling' is the tokens/s ratio over it: what a system costs by its
+  design apart from what its implementation costs.
 
 The memory model trains once per --gradient-reaches K (how many previous sentences a loss
 reaches, ``memory_nmt/pipeline/truncation.py``; the first is the one the ratios and targets
@@ -77,9 +82,19 @@ SIZES = {  # embed_dim, ffn_dim, heads, layers (each side)
 PLAIN = ["--task", "translation", "--arch", "transformer",
          "--criterion", "label_smoothed_cross_entropy", "--required-batch-size-multiple", "1"]
 PLAIN_DOCUMENTS = ["--task", "document_translation", "--arch", "transformer",
-                   "--criterion", "document_label_smoothed_cross_entropy"]
+                   "--criterion", "document_label_smoothed_cross_entropy", "--training-batches", "lanes"]
 MEMORY = ["--task", "document_translation", "--arch", "transformer_recurrent_memory",
           "--criterion", "document_label_smoothed_cross_entropy"]
+OTHER_SYSTEMS = {  # name: (row label, fairseq-train options), each in its own training batches
+    "concat": ("concatenation 2-to-1", ["--task", "document_translation", "--arch", "transformer_context_concat",
+                                        "--criterion", "document_label_smoothed_cross_entropy",
+                                        "--source-context", "1", "--target-context", "0"]),
+    "amn": ("associated memory", ["--task", "document_translation", "--arch", "transformer_associated_memory",
+                                  "--criterion", "document_label_smoothed_cross_entropy", "--context-sentences", "1"]),
+    "local_global": ("local+global, chunks of 20", ["--task", "document_translation", "--arch", "transformer_local_global",
+                                                   "--criterion", "document_label_smoothed_cross_entropy",
+                                                   "--chunk-sentences", "20"]),
+}
 REGIONS = (  # named by fairseq's trainer and task, and by the plugin's criterion
     "forward", "sentence context", "carry out", "gradient to the previous sentence", "backward",
     "multiply-grads", "clip-grads", "optimizer",
@@ -99,6 +114,7 @@ def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
     }
     for reach in others:
         systems[f"memory_reach{reach}"] = (f"memory, reach {reach}", MEMORY + ["--gradient-reach", str(reach)])
+    systems.update({name: OTHER_SYSTEMS[name] for name in args.systems})
     return systems
 
 
@@ -117,6 +133,10 @@ def parse_args(argv=None):
                         help="the memory model's --gradient-reach values to train with (comma-separated, "
                         "the first is the one the ratios are for; 0, no gradient to earlier sentences, "
                         "tells what reading and writing the memory cost from what the gradient costs)")
+    parser.add_argument("--systems", default="concat,amn,local_global",
+                        type=lambda text: [name for name in text.split(",") if name],
+                        help=f"the other systems to train beside the transformer and the memory model, each in "
+                        f"its own batches (comma-separated, of {', '.join(OTHER_SYSTEMS)}; '' for none)")
     parser.add_argument("--data", help="binarized documents to train on (a fairseq-preprocess "
                         "directory with train.SRC-TGT.docids) instead of synthetic ones")
     parser.add_argument("--documents", type=int, default=1000, help="synthetic training documents")
@@ -132,6 +152,9 @@ def parse_args(argv=None):
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if (args.fp16 or args.bf16) and args.device != "cuda":
         parser.error("--fp16 and --bf16 need --device cuda")
+    unknown = [name for name in args.systems if name not in OTHER_SYSTEMS]
+    if unknown:
+        parser.error(f"--systems {','.join(args.systems)}: {unknown[0]} is none of {', '.join(OTHER_SYSTEMS)}")
     check_paths(parser, inputs=[("--data", args.data, "directory", "binarized documents (a fairseq-preprocess "
                                  "directory with train.SRC-TGT.docids)")],
                 workdirs=[] if args.data else [("--workdir", args.workdir)])  # the synthetic data goes there
@@ -307,27 +330,35 @@ def main(argv=None):
     print(f"device {args.device}{gpu}{threads}, {precision}; torch {torch.__version__}, fairseq {fairseq.__version__}")
     documents = args.data or f"{args.documents} synthetic documents"
     print(f"model {embed}/{ffn}, {heads} heads, {layers}+{layers} layers ({args.size}); "
-          f"{documents}; --max-tokens {args.max_tokens}; document task: --optimization-window "
+          f"{documents}; --max-tokens {args.max_tokens}; lanes: --optimization-window "
           f"{args.optimization_window}, --passes-per-step {args.passes_per_step}")
     print(f"{args.repeats} alternating rounds of {args.updates} updates each, after {args.warmup} warm-up updates; "
           f"peak = {peak_name(args.device)} over {args.updates} updates, a fresh process each; "
           f"FLOPs of matrix products and attention over {args.updates} more updates\n")
     print("memory: transformer_recurrent_memory with --gradient-reach K, its gradient recomputed across "
-          "windows unless 'drop'; 'x plain' columns: tokens/s and peak memory over the transformer's\n")
+          "windows unless 'drop'; 'x plain' columns: tokens/s and peak memory over the transformer's; "
+          "'x arith': arithmetic per target token over the transformer's; 'of ceiling': tokens/s x plain "
+          "over 1 / x arith\n")
     header = ("model", "tgt tok/s", "x plain", "real tok/pass", "padding", "passes/upd", "peak MiB", "x plain",
-              "MFLOP/tgt tok")
+              "MFLOP/tgt tok", "x arith", "of ceiling")
     print(f"  {header[0]:<32}" + "".join(f"{h:>14}" for h in header[1:]))
     rate = {system: totals[system]["target"] / seconds[system] for system in systems}
     for system, (label, _) in systems.items():
         t = totals[system]
-        row = (f"{rate[system]:.0f}", f"{rate[system] / rate['plain']:.3f}", f"{t['real'] / t['passes']:.0f}",
+        speed, arithmetic = rate[system] / rate["plain"], flops[system] / flops["plain"]
+        row = (f"{rate[system]:.0f}", f"{speed:.3f}", f"{t['real'] / t['passes']:.0f}",
                f"{1 - t['real'] / t['padded']:.3f}", f"{t['passes'] / (args.repeats * args.updates):.2f}",
-               f"{peaks[system] / MiB:.1f}", f"{peaks[system] / peaks['plain']:.3f}", f"{flops[system] / 1e6:.2f}")
+               f"{peaks[system] / MiB:.1f}", f"{peaks[system] / peaks['plain']:.3f}", f"{flops[system] / 1e6:.2f}",
+               f"{arithmetic:.3f}", f"{speed * arithmetic:.3f}")
         print(f"  {label:<32}" + "".join(f"{cell:>14}" for cell in row))
     print(f"\n  ratio {systems['memory'][0]}/plain: tokens/s {rate['memory'] / rate['plain']:.3f} (target >= 0.8), "
           f"peak memory {peaks['memory'] / peaks['plain']:.3f} (target <= 1.2)")
-    print(f"  of which the document batches: {rate['plain_documents'] / rate['plain']:.3f}, "
+    print(f"  of which the lanes: {rate['plain_documents'] / rate['plain']:.3f} (target >= 0.95), "
           f"the memory: {rate['memory'] / rate['plain_documents']:.3f} (tokens/s ratios)")
+    for system in args.systems:
+        speed, arithmetic = rate[system] / rate["plain"], flops[system] / flops["plain"]
+        print(f"  {systems[system][0]}/plain: tokens/s {speed:.3f}, arithmetic {arithmetic:.2f}, so "
+              f"{speed * arithmetic:.3f} of the speed its arithmetic allows")
     arithmetic = flops["memory"] / flops["plain"]
     print(f"  arithmetic per target token memory/plain: {arithmetic:.2f}, so at equal FLOP rates "
           f"tokens/s {1 / arithmetic:.3f} at most")
