@@ -8,13 +8,15 @@
 #   train_sentence                       the sentence-level transformer (fairseq translation task)
 #   finetune_memory                      the recurrent-memory model, finetuned from the sentence one
 #   finetune_concat                      the concatenation model (2-to-1 by default), finetuned from
-#                                        the sentence one for as many updates as the memory model
+#                                        the sentence one for the memory model's budget
 #   finetune_amn                         the Associated Memory Network, finetuned from the sentence
-#                                        one for as many updates as the memory model, at its rates
+#                                        one for the memory model's budget, at its rates
 #   finetune_local_global                the local+global model (chunks of CHUNK_SENTENCES), finetuned
 #                                        likewise
-#   continue_sentence                    the fair control: the sentence model trained on for as many
-#                                        updates (NAME sentence_continued)
+#   continue_sentence                    the fair control: the sentence model trained on for the
+#                                        same budget (NAME sentence_continued)
+#   (the budget of every finetuning is FINETUNE_EPOCHS epochs: every system trains on every
+#   training sentence once an epoch, whatever its batches, so all see the same target tokens)
 #   generate NAME                        fairseq-generate --beam 5 on the test split (NAME: sentence,
 #                                        sentence_continued, concat, amn, local_global or memory),
 #                                        detokenized D- lines
@@ -37,7 +39,11 @@
 # its marker last), so a recipe run again resumes where it stopped; fairseq-train resumes from
 # checkpoint_last.pt. Delete a marker (WORK_DIR/prep/SPLIT.done, WORK_DIR/data-bin/.done,
 # WORK_DIR/checkpoints/NAME/.done, WORK_DIR/generate-NAME.txt, WORK_DIR/score-NAME.json,
-# WORK_DIR/compare.txt) to redo its step. Variables (environment overrides the defaults):
+# WORK_DIR/compare.txt) to redo its step. Each system trains in its own batches (docs/training.md):
+# the memory model on documents in lanes, the concatenation model and the Associated Memory
+# Network on shuffled sentences with their context, the local+global model on whole chunks; their
+# updates differ in size, so budgets are stated in epochs (target tokens), not updates.
+# Variables (environment overrides the defaults):
 set -euo pipefail
 
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -55,7 +61,8 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${SENTENCE_LR:=5e-4}" "${SENTENCE_WARMUP:=4000}" "${SENTENCE_DROPOUT:=0.3}"
 : "${MEMORY_ARCH:=transformer_recurrent_memory}"
 : "${MEMORY_LR:=3e-4}" "${PRETRAINED_LR:=6e-5}" "${MEMORY_WARMUP:=1000}" "${MEMORY_DROPOUT:=0.2}"
-: "${OPTIMIZATION_WINDOW:=full}"        # sentence steps per update (paper section 5.3)
+: "${FINETUNE_EPOCHS:=20}"              # epochs of every finetuning (memory, concat, amn, local+global, control)
+: "${OPTIMIZATION_WINDOW:=full}"        # the memory model's sentence steps per update (paper section 5.3)
 : "${PASSES_PER_STEP:=3}"               # forward passes per sentence step: less padding (docs/speed.md)
 : "${CONCAT_ARCH:=transformer_context_concat}"
 : "${CONCAT_CONTEXT:=--source-context 1 --target-context 0}"   # 2-to-1; 2-to-2: --target-context 1
@@ -201,40 +208,46 @@ finetune_memory_as() {
         --lr-scheduler two_rate_inverse_sqrt --lr "$PRETRAINED_LR" --memory-lr "$MEMORY_LR" \
         --warmup-updates "$MEMORY_WARMUP" --memory-warmup-updates "$MEMORY_WARMUP" \
         --dropout "$MEMORY_DROPOUT" --optimization-window "$OPTIMIZATION_WINDOW" \
-        --passes-per-step "$PASSES_PER_STEP" "${extra[@]}" "$@"
+        --passes-per-step "$PASSES_PER_STEP" --max-epoch "$FINETUNE_EPOCHS" --patience -1 "${extra[@]}" "$@"
 }
 
-# The updates the memory model's finetuning ran, read from its last checkpoint: the budget of
-# the concatenation model, the Associated Memory Network and the sentence-level control, so that
-# all their finetunings are equal.
-finetune_updates() {
-    local checkpoint=$WORK_DIR/checkpoints/memory/checkpoint_last.pt
-    [[ -f $checkpoint ]] || fail "no $checkpoint; run finetune_memory first (its updates are the budget)"
-    "$PYTHON" -c 'import sys, torch
-print(torch.load(sys.argv[1], map_location="cpu", weights_only=False)["optimizer_history"][-1]["num_updates"])' \
-        "$checkpoint"
-}
-
-# Options of a finetuning from the sentence model for exactly the memory model's updates.
+# Options of a finetuning from the sentence model for the memory model's budget: FINETUNE_EPOCHS
+# epochs, as many target tokens as it saw (the best checkpoint on the validation split is kept).
 equal_budget_options() {
-    local sentence=$WORK_DIR/checkpoints/sentence/checkpoint_best.pt updates
+    local sentence=$WORK_DIR/checkpoints/sentence/checkpoint_best.pt
     [[ -f $sentence ]] || fail "no $sentence; run train_sentence first"
-    updates=$(finetune_updates)
-    echo "--finetune-from-model $sentence --max-update $updates --max-epoch 0 --patience -1" \
+    echo "--finetune-from-model $sentence --max-epoch $FINETUNE_EPOCHS --patience -1" \
         "--lr $FINETUNE_LR --lr-scheduler inverse_sqrt --warmup-updates $MEMORY_WARMUP" \
         "--warmup-init-lr 1e-7 --dropout $MEMORY_DROPOUT"
 }
 
-# A document system NAME (--arch ARCH) finetuned from the sentence model for exactly the memory
-# model's updates; the options given after ARCH come after the budget's, and win.
+# A document system NAME (--arch ARCH), in its own training batches, finetuned from the sentence
+# model for the memory model's budget; the options given after ARCH come after the budget's, and win.
 finetune_for_budget() {
     local name=$1 arch=$2 budget
     shift 2
     split_words budget "$(equal_budget_options)"
     train "$name" --task document_translation --arch "$arch" \
-        --criterion document_label_smoothed_cross_entropy \
-        --optimization-window "$OPTIMIZATION_WINDOW" --passes-per-step "$PASSES_PER_STEP" \
-        "${budget[@]}" "$@"
+        --criterion document_label_smoothed_cross_entropy "${budget[@]}" "$@"
+}
+
+# Refuse a comparison whose finetunings saw different target tokens: each of NAMES must have
+# trained FINETUNE_EPOCHS whole epochs (a --max-update in MEMORY_ARGS, say, stops one early).
+check_equal_budgets() {
+    "$PYTHON" - "$WORK_DIR" "$FINETUNE_EPOCHS" "$@" <<'PY' || fail "the finetunings' budgets differ (above)"
+import sys, torch
+from pathlib import Path
+work, epochs, names = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+for name in names:
+    iterator = torch.load(work / "checkpoints" / name / "checkpoint_last.pt", map_location="cpu",
+                          weights_only=False)["extra_state"]["train_iterator"]
+    done = iterator["epoch"] - 1 + (iterator["iterations_in_epoch"] > 0)
+    partly = f" and {iterator['iterations_in_epoch']} batches of the next" if iterator["iterations_in_epoch"] else ""
+    print(f"{name}: {iterator['epoch'] - 1} epochs{partly}")
+    if iterator["iterations_in_epoch"] or iterator["epoch"] - 1 != epochs:
+        sys.exit(f"{name} did not train the budget of FINETUNE_EPOCHS={epochs} whole epochs; "
+                 "leave --max-update out of its options (MEMORY_ARGS, CONCAT_ARGS, ...)")
+PY
 }
 
 finetune_concat() {
@@ -261,18 +274,19 @@ finetune_amn() {
 }
 
 # The local+global model at the two rates too (its global layer, segment embeddings and the
-# decoder's relative positions are new); whole chunks make a training batch, so --passes-per-step
-# does not apply.
+# decoder's relative positions are new); it trains on whole chunks, a batch an update. Finetuned
+# from the sentence model, its global layer comes on top of all of that model's layers
+# (--global-layer extra; the paper's own layout makes the last of N layers the global one).
 finetune_local_global() {
     local rates extra
     split_words rates "$(two_rate_options)"
     split_words extra "$LOCAL_GLOBAL_ARGS"
     finetune_for_budget local_global "$LOCAL_GLOBAL_ARCH" --chunk-sentences "$CHUNK_SENTENCES" \
-        "${rates[@]}" "${extra[@]}"
+        --global-layer extra "${rates[@]}" "${extra[@]}"
 }
 
-# The sentence model trained on for as many updates as the document models' finetuning: what
-# those updates alone bring, without context.
+# The sentence model trained on for the document models' finetuning budget: what those epochs
+# alone bring, without context.
 continue_sentence() {
     local budget extra
     split_words budget "$(equal_budget_options)"
@@ -396,6 +410,7 @@ compare_recipe() {
     finetune_amn
     finetune_local_global
     continue_sentence
+    check_equal_budgets memory concat amn local_global sentence_continued
     local name
     for name in sentence_continued concat amn local_global; do
         generate "$name"

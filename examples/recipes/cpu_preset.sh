@@ -3,9 +3,10 @@
 # whole documents held out for valid and test, a small transformer (3+3 layers, 256/1024,
 # 4 heads) trained sentence-level for a bounded number of updates, the memory model finetuned
 # from it, both translated (beam 5) and scored (s-BLEU, d-BLEU); the table goes to
-# WORK_DIR/results.md. The compare step then finetunes the 2-to-1 concatenation model and the
-# local+global model and trains the sentence model on, each for the memory model's number of
-# updates, and puts all five side by side (WORK_DIR/compare.txt). Run it again after an
+# WORK_DIR/results.md. The compare step then finetunes the 2-to-1 concatenation model, the
+# Associated Memory Network and the local+global model, each in its own batches, and trains the
+# sentence model on, each for the memory model's FINETUNE_EPOCHS epochs (the same target tokens),
+# and puts all six side by side (WORK_DIR/compare.txt). Run it again after an
 # interruption and it resumes. The ablations step (only when --steps names it) finetunes the
 # memory model with its memory on other sides and layers (the paper's Table 3).
 #
@@ -24,7 +25,7 @@
 : "${ABLATIONS:=both:0 both:1 both:2 encoder:2 decoder:2}"   # Table 3 for its 3 layers
 : "${TRAIN_ARGS:=--cpu}" "${GENERATE_ARGS:=--cpu}"
 : "${SENTENCE_ARGS:=--max-update 6000 --max-epoch 30}"
-: "${MEMORY_ARGS:=--max-update 1500 --max-epoch 10}"
+: "${FINETUNE_EPOCHS:=2}"                # every finetuning, the memory model's among them
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 : "${DATA_DIR:=$ROOT/../shared/data/docmt-en-de}"
 : "${HOLD_OUT_EVERY:=20}"

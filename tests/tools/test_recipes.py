@@ -237,7 +237,7 @@ def news_run(tmp_path_factory):
     work = tmp_path / "work"
     environment = dict(RAW_DIR=raw, BPE_MERGES=100, MODEL_ARGS=tiny, TRAIN_ARGS="--cpu",
                        GENERATE_ARGS="--cpu --max-len-b 5", SENTENCE_ARGS="--max-update 2", SENTENCE_WARMUP=1,
-                       MEMORY_ARGS="--max-update 3", MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048,
+                       FINETUNE_EPOCHS=1, MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048,
                        CHUNK_SENTENCES=4, POSITIONS="learned")
     run_recipe("news.sh", work, "--steps", "prepare,binarize,train,generate,score,compare", **environment)
     return work, environment
@@ -251,18 +251,19 @@ def last_checkpoint(work, name):
 
 def test_compare_step_gives_every_system_the_memory_models_budget(news_run):
     """The concatenation model, the Associated Memory Network, the local+global model and the
-    sentence control train for exactly the memory model's finetuning updates, and all six systems
-    reach the results table and the side-by-side comparison; POSITIONS=learned gives every one of
-    them learned positions."""
+    sentence control train for the memory model's budget, FINETUNE_EPOCHS whole epochs (the same
+    target tokens, in batches of different sizes), and all six systems reach the results table
+    and the side-by-side comparison; POSITIONS=learned gives every one of them learned positions."""
     work, _ = news_run
 
     def last(name):
         return last_checkpoint(work, name)
 
-    def updates(name):
-        return last(name)["optimizer_history"][-1]["num_updates"]
-    assert updates("memory") == updates("concat") == updates("amn") == updates("local_global") == 3
-    assert updates("sentence_continued") == 3
+    for name in ("memory", "concat", "amn", "local_global", "sentence_continued"):
+        assert last(name)["extra_state"]["train_iterator"]["epoch"] == 2, f"{name}: not 1 whole epoch"
+        assert last(name)["extra_state"]["train_iterator"]["iterations_in_epoch"] == 0
+    updates = {name: last(name)["optimizer_history"][-1]["num_updates"] for name in ("memory", "concat", "local_global")}
+    assert updates["memory"] != updates["concat"], "in its own batches, the concatenation model's updates differ"
     for name in ("sentence", "sentence_continued", "concat", "amn", "local_global", "memory"):
         model = last(name)["cfg"]["model"]
         assert model.encoder_learned_pos and model.decoder_learned_pos, f"{name}: POSITIONS=learned not applied"
@@ -299,7 +300,7 @@ def test_ablations_step_finetunes_each_configuration_per_seed_and_averages(news_
             name = f"memory-{sides}-{layers}-seed{seed}"
             cfg = last_checkpoint(work, name)["cfg"]
             assert (cfg["model"].memory_sides, cfg["model"].memory_layers, cfg["common"]["seed"]) == (sides, layers, seed)
-            assert last_checkpoint(work, name)["optimizer_history"][-1]["num_updates"] == 3
+            assert last_checkpoint(work, name)["extra_state"]["train_iterator"]["epoch"] == 2  # the budget: 1 epoch
             path = work / f"score-{name}.json"
             scores = json.loads(path.read_text(encoding="utf-8"))
             values = [10 * seed + offset + part for part in (0.1, 0.2, 0.3, 0.4)]
