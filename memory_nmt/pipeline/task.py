@@ -214,6 +214,13 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             self.training_unit = "lanes"
         if self.trains_its_model:
             logger.info("training batches: %s", TRAINING_UNIT_LOG[self.training_unit])
+            windowed = self.training_unit == "lanes" or self.cfg.training_batches == "lanes"
+            if self.cfg.optimization_window != "full" and not windowed:
+                logger.warning(
+                    "--optimization-window %s is not used: this system trains one batch an update "
+                    "(%s); give --update-freq for larger updates, or --training-batches lanes to "
+                    "train it in lanes", self.cfg.optimization_window, self.training_unit,
+                )
         return model
 
     def build_criterion(self, cfg):

@@ -46,6 +46,14 @@ def test_lanes_for_every_system_on_request(data_bin):
     assert all("steps" in item for item in batches(task, "train", max_tokens=200))
 
 
+@pytest.mark.parametrize("arch, training_batches, warned", [
+    (CONCAT, "system", True), (LOCAL_GLOBAL, "system", True), (CONCAT, "lanes", False), (TINY_MODEL, "system", False),
+], ids=["concat", "local_global", "concat_in_lanes", "memory"])
+def test_an_optimization_window_a_system_does_not_use_is_named(data_bin, caplog, arch, training_batches, warned):
+    build(data_bin, *arch, "--optimization-window", "2-3", "--training-batches", training_batches)
+    assert ("--optimization-window 2-3 is not used" in caplog.text) == warned
+
+
 def test_a_sentences_context_is_the_earlier_sentences_of_its_own_document(data_bin):
     """K = 3, documents of 2 to 6 sentences: a row's context is the up to 3 sentences right
     before it in its document, oldest first, on both sides, never another document's."""
