@@ -9,9 +9,14 @@ For every ``--system NAME=CHECKPOINT`` (any system of the plugin, or fairseq's p
    sentence, so a concatenation model's batches then hold fewer documents), keeps its output
    and log in WORKDIR/generate-NAME.{txt,log}, scores s-BLEU and d-BLEU with sacrebleu
    (``document_bleu.py``), and reads fairseq's own speed: sentences/s over its inference steps;
-2. with ``--contrastive FORMAT FILE...``, scores contrastive items in context
-   (``contrastive_eval.py``): accuracy overall and by antecedent distance;
-3. decodes single documents of ``--lengths`` sentences (the split's source sentences in corpus
+2. measures how much of its context it uses, CXMI (``context_usage.py``): its cross-entropy on
+   the split's references, teacher-forced, without its context (every sentence its own
+   document) minus with it, in bits per token;
+3. with ``--contrastive FORMAT FILE...``, scores contrastive items in context
+   (``contrastive_eval.py``): accuracy overall and by antecedent distance, and the correct
+   candidate's log-probability per token with its context minus without, in bits (CXMI on the
+   items), overall and by distance;
+4. decodes single documents of ``--lengths`` sentences (the split's source sentences in corpus
    order, repeated as needed), each in a fresh process, and measures the peak memory while
    decoding (``peak_memory.py``) and the time per sentence.
 
@@ -20,8 +25,9 @@ fairseq's ``--model-overrides`` does: the same checkpoint twice under two names 
 local+global model's cost grows with its chunks (``--system lg=CKPT --system lg-5=CKPT
 --model-overrides "lg-5={'chunk_sentences': 5}"``).
 
-Prints one table, a row per system; ``--json FILE`` writes every figure, ``--plot FILE`` draws
-them. Times are comparable within one run on one machine only.
+Prints one table, a row per system (and, with contrastive items, a second one of CXMI by
+distance); ``--json FILE`` writes every figure, ``--plot FILE`` draws them. Times are comparable
+within one run on one machine only.
 
     python scripts/compare_systems.py --data quickstart/data-bin \\
         --system sentence=quickstart/checkpoints/sentence/checkpoint_best.pt \\
@@ -45,6 +51,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
+from . import context_usage
 from .document_bleu import read_docids, score_documents
 from .generate_texts import read_hypotheses, read_references
 from .paths import check_paths
@@ -230,18 +237,34 @@ def contrastive_items(args):
         return contrastive_eval.read_items(contrastive_options(args))
 
 
-def contrastive_accuracy(args, name, path, items):
-    """{distance or "all": (right, total)} of system ``name``'s contrastive items, or None without items."""
+def contrastive_scores(args, name, path, items, use_cuda):
+    """(accuracy, CXMI) of system ``name`` on the contrastive items, each {"all" or distance: ...}
+    (``contrastive.accuracy``, ``context_usage.contrastive_context_use``), or (None, None) without items."""
     if items is None:
-        return None
-    from . import contrastive_eval
-    import torch
+        return None, None
+    from tqdm import tqdm
 
-    use_cuda = torch.cuda.is_available() and not args.cpu
+    from memory_nmt.evaluation import contrastive
+
+    from . import contrastive_eval
+
     with contrastive_errors():
-        return contrastive_eval.evaluate(
-            path, args.data, items, contrastive_options(args), use_cuda, args.overrides.get(name)
-        )[1]
+        model, task, _ = contrastive_eval.load(path, args.data, use_cuda, args.overrides.get(name))
+        model_items = contrastive_eval.preprocessed(items, contrastive_options(args), task.cfg.source_lang,
+                                                    task.cfg.target_lang)
+        scores, cxmi = context_usage.contrastive_context_use(
+            model, task, model_items, max_tokens=4096,
+            progress=lambda batches: tqdm(batches, desc=f"scoring with {path}", disable=None, file=sys.stderr),
+        )
+    return contrastive.accuracy(items, scores), cxmi
+
+
+def split_cxmi(args, name, path, workdir, use_cuda):
+    """CXMI of system ``name`` on the split (``context_usage.split_cxmi``), batched as it is decoded."""
+    return context_usage.split_cxmi(
+        path, args.data, args.gen_subset, workdir, max_tokens=args.max_tokens, batch_size=args.batch_size,
+        use_cuda=use_cuda, model_overrides=args.overrides.get(name),
+    )
 
 
 @contextmanager
@@ -318,15 +341,15 @@ def distance_order(key):
 
 
 def table(results, lengths):
-    """One row per system: BLEU, contrastive accuracy, speed and peak memory."""
+    """One row per system: BLEU, CXMI, contrastive accuracy, speed and peak memory."""
     distances = sorted({key for r in results.values() for key in (r["contrastive"] or {})}, key=distance_order)
-    columns = [("system", 12, "<"), ("s-BLEU", 7, ">"), ("d-BLEU", 7, ">")]
+    columns = [("system", 12, "<"), ("s-BLEU", 7, ">"), ("d-BLEU", 7, ">"), ("CXMI", 7, ">")]
     columns += [("ctx " + key if key == "all" else f"d={key}", 7, ">") for key in distances[-1:] + distances[:-1]]
     columns += [("sent/s", 8, ">")] + [(f"MiB@{n}", 9, ">") for n in lengths] + [(f"ms/sent@{lengths[-1]}", 14, ">")]
     lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
     lines.append("-" * len(lines[0]))
     for name, r in results.items():
-        cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}"]
+        cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}", f"{r['cxmi']['bits_per_token']:.4f}"]
         accuracy = r["contrastive"] or {}
         for key in distances[-1:] + distances[:-1]:
             right, total = accuracy.get(key, (0, 0))
@@ -334,6 +357,20 @@ def table(results, lengths):
         cells.append(f"{r['sentences_per_second']:.1f}")
         cells += [f"{r['long_documents'][n]['peak_bytes'] / MiB:.1f}" for n in lengths]
         cells.append(f"{1000 * r['long_documents'][lengths[-1]]['seconds_per_sentence']:.1f}")
+        lines.append(" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)))
+    return "\n".join(lines)
+
+
+def contrastive_cxmi_table(results):
+    """One row per system: the contrastive items' CXMI overall and by distance (bits per token)."""
+    keys = sorted({key for r in results.values() for key in (r["contrastive_cxmi"] or {})}, key=distance_order)
+    keys = keys[-1:] + keys[:-1]
+    columns = [("system", 12, "<")] + [("CXMI " + key if key == "all" else f"d={key}", 9, ">") for key in keys]
+    lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
+    lines.append("-" * len(lines[0]))
+    for name, r in results.items():
+        cxmi = r["contrastive_cxmi"] or {}
+        cells = [name] + [f"{cxmi[key]['bits_per_token']:.4f}" if key in cxmi else "-" for key in keys]
         lines.append(" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)))
     return "\n".join(lines)
 
@@ -348,6 +385,8 @@ def legend(results, args, device):
     batch = f"--max-tokens {args.max_tokens}" if args.max_tokens else f"--batch-size {args.batch_size}"
     return (f"{args.gen_subset}: {first['sentences']} sentences in {first['documents']} documents; "
             f"beam {args.beam}, {batch}, {device}{' fp16' if args.fp16 else ''}{items}.\n"
+            f"CXMI: cross-entropy on the references without context (every sentence its own document) minus "
+            f"with it, bits per token{'; on the items: the correct candidate, context sentences dropped' if items else ''}.\n"
             f"sent/s: fairseq-generate's sentences per second; MiB@N: peak memory decoding one N-sentence "
             f"document (fresh process each); ms/sent: time per sentence of the longest.\n"
             + "".join(f"{name}: --model-overrides {overrides!r}\n" for name, overrides in args.overrides.items())
@@ -361,7 +400,7 @@ def plot(results, lengths, path):
     import matplotlib.pyplot as plt
 
     names = list(results)
-    figure, ((bleu, context), (speed, memory)) = plt.subplots(2, 2, figsize=(11, 8))
+    figure, ((bleu, context, cxmi), (speed, memory, context_cxmi)) = plt.subplots(2, 3, figsize=(16, 8))
     positions = range(len(names))
     bleu.bar([p - 0.2 for p in positions], [results[n]["s_bleu"] for n in names], 0.4, label="s-BLEU")
     bleu.bar([p + 0.2 for p in positions], [results[n]["d_bleu"] for n in names], 0.4, label="d-BLEU")
@@ -374,11 +413,23 @@ def plot(results, lengths, path):
             keys = sorted((k for k in accuracy if k != "all"), key=distance_order)
             context.plot([int(k) for k in keys], [100 * accuracy[k][0] / accuracy[k][1] for k in keys],
                          marker="o", label=f"{name} (all {100 * accuracy['all'][0] / accuracy['all'][1]:.1f}%)")
+        items = results[name]["contrastive_cxmi"]
+        if items:
+            keys = sorted((k for k in items if k != "all"), key=distance_order)
+            context_cxmi.plot([int(k) for k in keys], [items[k]["bits_per_token"] for k in keys], marker="o",
+                              label=f"{name} (all {items['all']['bits_per_token']:.3f})")
     context.set_title("contrastive accuracy by antecedent distance")
     context.set_xlabel("sentences back")
     context.set_ylabel("% right")
+    context_cxmi.set_title("CXMI of the correct candidates by antecedent distance")
+    context_cxmi.set_xlabel("sentences back")
+    context_cxmi.set_ylabel("bits per token")
     if any(results[n]["contrastive"] for n in names):
         context.legend()
+        context_cxmi.legend()
+    cxmi.bar(list(positions), [results[n]["cxmi"]["bits_per_token"] for n in names])
+    cxmi.set_xticks(list(positions), names)
+    cxmi.set_title("CXMI on the split (bits per token)")
     speed.bar(list(positions), [results[n]["sentences_per_second"] for n in names])
     speed.set_xticks(list(positions), names)
     speed.set_title("decoding speed (sentences/s)")
@@ -394,13 +445,17 @@ def plot(results, lengths, path):
     figure.savefig(path, dpi=120)
 
 
-def compare(args, workdir):
+def compare(args, workdir, use_cuda):
     docids, items = read_docids(docids_path(args)), contrastive_items(args)  # before translating anything
     results = {}
     for name, path in args.systems:
         results[name] = translate(args, name, path, workdir, docids)
-        print(f"==> {name}: contrastive items and documents of {args.lengths} sentences", file=sys.stderr, flush=True)
-        results[name]["contrastive"] = contrastive_accuracy(args, name, path, items)
+        print(f"==> {name}: CXMI, contrastive items and documents of {args.lengths} sentences", file=sys.stderr,
+              flush=True)
+        results[name]["cxmi"] = split_cxmi(args, name, path, workdir, use_cuda)
+        results[name]["contrastive"], results[name]["contrastive_cxmi"] = contrastive_scores(
+            args, name, path, items, use_cuda
+        )
         results[name]["long_documents"] = {n: measure_in_subprocess(args, name, path, n, workdir) for n in args.lengths}
         results[name]["checkpoint"] = path
         results[name]["model_overrides"] = args.overrides.get(name)
@@ -416,7 +471,7 @@ def main(argv=None):
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="compare_systems-"))
     try:
-        results = compare(args, workdir)
+        results = compare(args, workdir, device == "cuda")
     except (ComparisonError, TextFileError) as error:
         if args.workdir is None and not any(workdir.iterdir()):
             workdir.rmdir()
@@ -427,7 +482,10 @@ def main(argv=None):
         raise
     if args.workdir is None:
         shutil.rmtree(workdir)
-    print(f"\n{table(results, args.lengths)}\n\n{legend(results, args, device)}")
+    tables = table(results, args.lengths)
+    if args.contrastive:
+        tables += f"\n\n{contrastive_cxmi_table(results)}"
+    print(f"\n{tables}\n\n{legend(results, args, device)}")
     if args.json:
         args.json.write_text(json.dumps({"device": device, "systems": results}, indent=2, sort_keys=True) + "\n")
     if args.plot:

@@ -1,5 +1,6 @@
 """scripts/compare_systems.py: one table of systems decoded on the same documents, its figures those
-of the stock tools (fairseq-generate, document_bleu.py, contrastive_eval.py) run on their own."""
+of the stock tools (fairseq-generate, document_bleu.py, contrastive_eval.py, context_usage.py's
+CXMI) run on their own."""
 import json
 import re
 import sys
@@ -7,8 +8,8 @@ import sys
 import pytest
 
 from conftest import REPO, run
-from memory_nmt.evaluation import synthetic
-from memory_nmt_tools import compare_systems
+from memory_nmt.evaluation import contrastive, synthetic
+from memory_nmt_tools import compare_systems, context_usage, contrastive_eval
 
 SCRIPT = REPO / "scripts" / "compare_systems.py"
 
@@ -32,11 +33,13 @@ def compared(data_bin, sentence_checkpoint, concat_checkpoint, tmp_path_factory)
 def test_one_row_per_system_with_every_column(compared):
     _, _, stdout, _ = compared
     header = next(line for line in stdout.splitlines() if line.startswith("system"))
-    for column in ("s-BLEU", "d-BLEU", "ctx all", "d=1", "sent/s", "MiB@3", "MiB@7", "ms/sent@7"):
+    for column in ("s-BLEU", "d-BLEU", "CXMI", "ctx all", "d=1", "sent/s", "MiB@3", "MiB@7", "ms/sent@7"):
         assert column in header
     rows = [line.split()[0] for line in stdout.splitlines()[stdout.splitlines().index(header) + 2:] if line.strip()]
     assert rows[:2] == ["sentence", "concat"]
-    assert "sacrebleu: nrefs:1" in stdout
+    _, second = [line for line in stdout.splitlines() if line.startswith("system")]
+    assert "CXMI all" in second and "d=1" in second
+    assert "sacrebleu: nrefs:1" in stdout and "bits per token" in stdout
 
 
 def test_figures_are_those_of_the_stock_tools(compared, data_bin):
@@ -57,9 +60,15 @@ def test_figures_are_those_of_the_stock_tools(compared, data_bin):
         assert {k: v for k, v in figures["contrastive"].items()} == {
             k: [v["right"], v["total"]] for k, v in accuracy.items()
         }
+        alone = context_usage.split_cxmi(path, data_bin, "test", root / "cxmi", max_tokens=200)
+        assert figures["cxmi"] == alone
+        model, task, _ = contrastive_eval.load(path, data_bin, use_cuda=False)
+        _, on_items = context_usage.contrastive_context_use(model, task, contrastive.read_voita_json(str(items)))
+        assert figures["contrastive_cxmi"] == on_items
         for length in ("3", "7"):
             measured = figures["long_documents"][length]
             assert measured["peak_bytes"] > 0 and measured["seconds_per_sentence"] > 0
+    assert abs(results["systems"]["sentence"]["cxmi"]["bits_per_token"]) < 1e-6
     assert (root / "compare.png").stat().st_size > 10000
 
 
