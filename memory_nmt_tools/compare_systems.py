@@ -340,6 +340,11 @@ def distance_order(key):
     return (key == "all", int(key) if key.lstrip("-").isdigit() else float("inf"), key)
 
 
+def bits(value):
+    """A CXMI to 4 decimals, float noise around 0 (the two scorings batch differently) shown as 0.0000."""
+    return f"{round(value, 4) + 0.0:.4f}"
+
+
 def table(results, lengths):
     """One row per system: BLEU, CXMI, contrastive accuracy, speed and peak memory."""
     distances = sorted({key for r in results.values() for key in (r["contrastive"] or {})}, key=distance_order)
@@ -349,7 +354,7 @@ def table(results, lengths):
     lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
     lines.append("-" * len(lines[0]))
     for name, r in results.items():
-        cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}", f"{r['cxmi']['bits_per_token']:.4f}"]
+        cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}", bits(r["cxmi"]["bits_per_token"])]
         accuracy = r["contrastive"] or {}
         for key in distances[-1:] + distances[:-1]:
             right, total = accuracy.get(key, (0, 0))
@@ -370,7 +375,7 @@ def contrastive_cxmi_table(results):
     lines.append("-" * len(lines[0]))
     for name, r in results.items():
         cxmi = r["contrastive_cxmi"] or {}
-        cells = [name] + [f"{cxmi[key]['bits_per_token']:.4f}" if key in cxmi else "-" for key in keys]
+        cells = [name] + [bits(cxmi[key]["bits_per_token"]) if key in cxmi else "-" for key in keys]
         lines.append(" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)))
     return "\n".join(lines)
 
