@@ -1,8 +1,10 @@
 """The local+global model (Zheng et al., 2020, "Towards Making the Most of Context in Neural Machine
-Translation"): each sentence of a chunk of its document encoded on its own, then one global layer over
-the whole chunk; a decoder that also reads the previous target sentence.
+Translation"): each sentence of a chunk of its document encoded on its own by the local layers, then
+the global layer over the whole chunk; a decoder that also reads the previous target sentence. The
+ablations of the paper's Table 3 are options of the model.
 
-``global_context.py`` the global layer (segment-level relative attention, gated fusion);
+``global_context.py`` the global layer (segment-level relative attention, gated fusion) and the
+sentence-to-sentence weights of its attention (the paper's Figure 4);
 ``previous_sentence.py`` the decoder's self-attention over the previous sentence, Transformer-XL
 style; ``model.py`` ``transformer_local_global``, its encoder, decoder and architectures;
 ``carry.py`` what a lane carries from one sentence of its chunk to the next.
