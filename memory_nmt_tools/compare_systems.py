@@ -61,6 +61,7 @@ PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
 
 SPEED_LINE = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
 MiB = 2**20
+CONTRASTIVE_CXMI = "; on the items: the correct candidate, context sentences dropped"
 
 
 class ComparisonError(RuntimeError):
@@ -391,7 +392,7 @@ def legend(results, args, device):
     return (f"{args.gen_subset}: {first['sentences']} sentences in {first['documents']} documents; "
             f"beam {args.beam}, {batch}, {device}{' fp16' if args.fp16 else ''}{items}.\n"
             f"CXMI: cross-entropy on the references without context (every sentence its own document) minus "
-            f"with it, bits per token{'; on the items: the correct candidate, context sentences dropped' if items else ''}.\n"
+            f"with it, bits per token{CONTRASTIVE_CXMI if items else ''}.\n"
             f"sent/s: fairseq-generate's sentences per second; MiB@N: peak memory decoding one N-sentence "
             f"document (fresh process each); ms/sent: time per sentence of the longest.\n"
             + "".join(f"{name}: --model-overrides {overrides!r}\n" for name, overrides in args.overrides.items())

@@ -38,7 +38,8 @@ def load_model(path, data):
     (model,), _, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides={"data": str(data)})
     if not isinstance(model, LocalGlobalTransformerModel):
         raise AttentionMapError(
-            f"{path} holds a {type(model).__name__}, which has no global layer; pass a transformer_local_global checkpoint"
+            f"{path} holds a {type(model).__name__}, which has no global layer; pass a "
+            "transformer_local_global checkpoint"
         )
     return model.eval(), task
 
@@ -110,7 +111,8 @@ def parse_args(argv=None):
     parser.add_argument("--plot", required=True, help="the heat map's image file (its folder must exist)")
     args = parser.parse_args(argv)
     check_paths(parser, inputs=[("--path", args.path, "file", "a transformer_local_global checkpoint"),
-                                ("--data", args.data, "directory", "the binarized data directory (with the split's .docids)")],
+                                ("--data", args.data, "directory",
+                                 "the binarized data directory (with the split's .docids)")],
                 plots=[("--plot", args.plot)])
     return args
 

@@ -125,7 +125,8 @@ def test_the_papers_layout_has_n_encoder_layers_the_last_of_them_global(data_bin
              model.encoder.global_context.register_forward_hook(keep("global", True))]
     try:
         with torch.no_grad():
-            model.encoder(net_input["src_tokens"], chunk_positions=net_input["chunk_positions"], chunk_ids=sample["lanes"])
+            model.encoder(net_input["src_tokens"], chunk_positions=net_input["chunk_positions"],
+                          chunk_ids=sample["lanes"])
     finally:
         for hook in hooks:
             hook.remove()

@@ -42,7 +42,8 @@ def option(command, name):
 
 
 def trained(commands, name):
-    (command,) = [c for c in commands if c[:2] == ["-m", "fairseq_cli.train"] and f"checkpoints/{name}" in option(c, "--save-dir")]
+    (command,) = [c for c in commands
+                  if c[:2] == ["-m", "fairseq_cli.train"] and f"checkpoints/{name}" in option(c, "--save-dir")]
     return command
 
 

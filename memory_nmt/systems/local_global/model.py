@@ -146,7 +146,8 @@ class LocalGlobalEncoder(TransformerEncoderBase):
                 )
             token_embeddings = token_embeddings + self.segment_embeddings(positions).unsqueeze(1) / self.embed_scale
         if not self.resets_word_positions and self.embed_positions is not None:
-            token_embeddings = token_embeddings + self.chunk_position_shift(src_tokens, words.offsets) / self.embed_scale
+            shift = self.chunk_position_shift(src_tokens, words.offsets)
+            token_embeddings = token_embeddings + shift / self.embed_scale
         local = super().forward(src_tokens, token_embeddings=token_embeddings)
         states, padding = local["encoder_out"][0], local["encoder_padding_mask"][0]
         several = words.sentences > 1
