@@ -6,8 +6,10 @@ The everyday commands are modules with ``main(argv=None)``, installed as console
 ``document_bleu`` (s-BLEU and d-BLEU of fairseq-generate output), ``contrastive_eval``,
 ``compare_systems``, ``benchmark_training`` and ``benchmark_decoding``. Beside them is what they,
 the quickstart and the paper's analyses (``examples/learn_to_remember/``) share: reading text
-files strictly (``text_files.py``) and fairseq-generate output (``generate_texts.py``), and
-running fairseq's commands as logged, resumable steps (``experiments.py``).
+files strictly (``text_files.py``) and fairseq-generate output (``generate_texts.py``), checking
+a command's paths before it starts (``paths.py``), running fairseq's commands as logged,
+resumable steps (``experiments.py``), and measuring how much of its context a checkpoint uses
+(CXMI, ``context_usage.py``, which ``compare_systems`` reports).
 
 A package of its own beside the plugin: importing ``memory_nmt`` registers its systems with
 fairseq, which imports fairseq (seconds, and fairseq's log lines on stderr). Importing this
