@@ -23,6 +23,11 @@ similar-length rows (``forward_passes``): its padded tokens, which --max-tokens 
 those of its passes together, so a group takes more lanes. A step's rows stay one step for the
 carry and the gradient (``criterion.py``); only the padding changes.
 
+A system whose sentences read context sentences the data chooses (the next ones, or random ones
+of other documents: ``chosen_context.py``) gets, in every batch, each row's chosen sentences
+(``DocumentDataset.choosing``, a view of the split for one seed and epoch), and the steps' widths
+count them as they count previous sentences.
+
 Systems that read a whole chunk's source (``chunks.py``) see chunks of their documents as the
 documents: lanes hold chunks. Their training batches hold whole chunks (one step a group, every
 sentence of its chunks a row, ``whole_chunk_groups``); their other batches are sentence steps as
@@ -50,6 +55,7 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset, data_utils
 
+from .chosen_context import ChosenSentences, ContextChoice, choose
 from .chunks import chunk_inputs, cut_into_chunks
 from .errors import InputError
 
@@ -211,14 +217,25 @@ def parse_window(spec: str) -> Tuple[Optional[int], Optional[int]]:
 
 
 class DocumentDataset(FairseqDataset):
-    """The sentences of a split (``pairs``) and its documents, batched as described above."""
+    """The sentences of a split (``pairs``) and its documents, batched as described above;
+    ``chosen``: each sentence's chosen context sentences, in a view made by ``choosing``."""
 
-    def __init__(self, pairs, documents: Sequence[Document], stream: str, docids_path: str):
+    def __init__(self, pairs, documents: Sequence[Document], stream: str, docids_path: str,
+                 chosen: Optional[ChosenSentences] = None):
         super().__init__()
         self.pairs = pairs
         self.documents = list(documents)
         self.stream = stream
         self.docids_path = docids_path
+        self.chosen = chosen
+
+    def choosing(self, choice: Optional[ContextChoice], seed: int, epoch: int) -> "DocumentDataset":
+        """The split whose batches bring each sentence's context sentences of ``choice`` drawn
+        for ``seed`` and ``epoch`` (``chosen_context.py``); itself when ``choice`` is None."""
+        if choice is None:
+            return self
+        return DocumentDataset(self.pairs, self.documents, self.stream, self.docids_path,
+                               choose(choice, self, seed, epoch))
 
     def __getitem__(self, index):
         return self.pairs[index]
@@ -280,20 +297,21 @@ class DocumentDataset(FairseqDataset):
     def step_tokens(self, document: Document, context: Tuple[int, int], max_positions) -> List[int]:
         """The tokens each sentence of ``document`` takes in a batch: the sentence with the
         previous sentences of its document that its system reads besides it (``context``: how
-        many source and target sentences), each side at most the model's positions, to which
-        the system cuts the context."""
+        many source and target sentences) and its chosen source sentences (``chosen``), each
+        side at most the model's positions, to which the system cuts the context."""
         first, length = document.first, document.length
-        if context == (0, 0):
+        if context == (0, 0) and self.chosen is None:
             return [int(self.pairs.num_tokens(first + t)) for t in range(length)]
         widths = np.zeros(length, dtype=np.int64)
-        sides = ((self.pairs.src_sizes, context[0]), (self.pairs.tgt_sizes, context[1]))
-        for (sizes, previous), limit in zip(sides, side_limits(max_positions)):
+        chosen = self.chosen.tokens[first:first + length] if self.chosen is not None else 0
+        sides = ((self.pairs.src_sizes, context[0], chosen), (self.pairs.tgt_sizes, context[1], 0))
+        for (sizes, previous, chosen_tokens), limit in zip(sides, side_limits(max_positions)):
             if sizes is None:
                 continue
             own = np.asarray(sizes[first:first + length], dtype=np.int64)
             running = np.concatenate([[0], np.cumsum(own)])
             start = np.maximum(0, np.arange(length) - previous)
-            with_context = running[1:] - running[start]
+            with_context = running[1:] - running[start] + chosen_tokens
             if limit is not None:
                 with_context = np.maximum(np.minimum(with_context, limit), own)
             widths = np.maximum(widths, with_context)
@@ -352,7 +370,11 @@ class DocumentDataset(FairseqDataset):
         """Refuse a sentence of ``document`` whose ``tokens`` (with ``context``) exceed ``max_tokens``."""
         if max_tokens is not None and max(tokens) > max_tokens:
             index = document.first + int(np.argmax(tokens))
-            with_context = " with the previous sentences its system reads" if context != (0, 0) else ""
+            with_context = ""
+            if self.chosen is not None:
+                with_context = f" with the context sentences its system reads ({self.chosen.choice.option()})"
+            elif context != (0, 0):
+                with_context = " with the previous sentences its system reads"
             raise DocumentDataError(
                 f"{self._describe(index)} has {max(tokens)} tokens{with_context}, more than "
                 f"--max-tokens {max_tokens}; raise --max-tokens"
@@ -458,6 +480,7 @@ class DocumentDataset(FairseqDataset):
         if step.continues:
             continues_of = dict(zip(step.sentences, step.continues))
             batch["continues"] = torch.tensor([continues_of[index] for index in ids])
+        self.add_chosen_context(batch)
         if step.chunk_positions:
             position_of = dict(zip(step.sentences, step.chunk_positions))
             start_of = dict(zip(step.sentences, step.chunk_starts))
@@ -467,6 +490,12 @@ class DocumentDataset(FairseqDataset):
                 self.pairs.src_dict.pad(),
             ))
         return batch
+
+    def add_chosen_context(self, batch: dict):
+        """Each row's chosen context sentences into ``batch``'s ``net_input``, where the split has
+        them (``chosen_context.py``)."""
+        if self.chosen is not None:
+            batch["net_input"].update(self.chosen.inputs(batch["id"].tolist(), self.pairs))
 
 
 def side_limits(max_positions) -> Tuple[Optional[int], Optional[int]]:

@@ -4,7 +4,8 @@
 sentence t of each document of a group, one lane each. For every batch the generator
 1. asks the system (``system.py``) for the context each lane reads, from what the lane carried
    (``carry.py``),
-2. runs fairseq's ``SequenceGenerator`` with that context as part of the encoder input, so it is
+2. runs fairseq's ``SequenceGenerator`` with that context as part of the encoder input (in place of
+   the context sentences the batch brings, if it does: ``chosen_context.py``), so it is
    the same at every beam step of the sentence and is expanded and reordered with the beams
    like the rest of the encoder output, and
 3. once the whole sentence is decoded, asks the system what each lane carries on, given the
@@ -23,6 +24,7 @@ from fairseq.data import data_utils
 from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 
 from .carry import CarryStore, OpenDocuments
+from .chosen_context import without_chosen
 from .errors import UnsupportedOptionError
 from .option_ranges import OptionError
 from .system import document_system
@@ -100,7 +102,7 @@ class DocumentSequenceGenerator(SequenceGenerator):
             carry = self.carries.get(sample["position"])
             carry = carry.select(lanes) if carry is not None else None
         context = system.sentence_context(carry, lanes, continues, net_input, self.output_room(net_input))
-        with_context = {**sample, "net_input": {**net_input, **context.inputs}}
+        with_context = {**sample, "net_input": {**without_chosen(net_input), **context.inputs}}
         self.takes_records = self.context_from == "hypothesis" and kwargs.get("prefix_tokens") is None
         hypotheses = super().generate(models, with_context, **kwargs)
 

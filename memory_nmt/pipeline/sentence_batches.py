@@ -10,7 +10,10 @@ counts the previous sentences its system reads with it, up to the model's positi
 the system cuts them (``DocumentDataset.step_tokens``). Each row brings, under
 ``previous_sentences``, its ``context_sentences()`` previous source and target (reference)
 sentences of its own document, oldest first (fewer at a document's start), in the batch's row
-order; the criterion makes the rows' carry from them. One batch is one forward and backward
+order; the criterion makes the rows' carry from them. A system whose sentences read context
+sentences the data chooses (``chosen_context.py``) gets them in each batch's ``net_input``, drawn
+for the epoch (the task passes the split's view for it, ``DocumentDataset.choosing``), and its
+sentences' widths count them. One batch is one forward and backward
 pass; ``--update-freq`` accumulates batches as usual. Every sentence of the split is in exactly
 one batch an epoch; a worker with fewer batches gets empty ones (fairseq's dummy batches).
 """
@@ -25,7 +28,8 @@ from .data import DocumentDataset
 
 class SentencesWithContext(FairseqDataset):
     """The sentences of a split (``dataset``), each with its ``context`` = (source, target)
-    previous sentences of its document; ``max_positions``: the model's, to which context is cut."""
+    previous sentences of its document, and its chosen ones where ``dataset`` has them;
+    ``max_positions``: the model's, to which context is cut."""
 
     def __init__(self, dataset: DocumentDataset, context: Tuple[int, int], max_positions):
         super().__init__()
@@ -75,11 +79,13 @@ class SentencesWithContext(FairseqDataset):
 
     def collater(self, samples):
         """fairseq's batch of the sentences, with each row's ``previous_sentences`` and ``lanes``
-        (a row each); an empty list of samples (a padded shard) gives fairseq's empty batch."""
+        (a row each), and its chosen context sentences in ``net_input``; an empty list of
+        samples (a padded shard) gives fairseq's empty batch."""
         batch = self.dataset.pairs.collater([sample["pair"] for sample in samples])
         if not batch:
             return batch
         previous_of = {int(sample["pair"]["id"]): sample["previous"] for sample in samples}
         batch["previous_sentences"] = [previous_of[index] for index in batch["id"].tolist()]
+        self.dataset.add_chosen_context(batch)
         batch["lanes"] = torch.arange(batch["id"].numel())
         return batch

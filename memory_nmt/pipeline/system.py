@@ -8,7 +8,8 @@ system two things:
    lanes carried in, the extra keyword inputs of the model's forward pass for this sentence
    (``SentenceContext.inputs``: a memory to read, previous sentences to prepend, ...;
    a system that reads whole chunks of its documents finds their source in ``net_input``,
-   ``chunks.py``);
+   ``chunks.py``, and one whose context sentences the data chooses finds them there,
+   ``chosen_context.py``);
 2. ``carry_out(context, lanes, net_input, target, encoder_out, decoder_extra)``: once the
    sentence is done (teacher-forced on the reference in training, decoded in generation), what
    the lanes carry on to their documents' next sentences (a ``Carry``, ``carry.py``).
@@ -25,6 +26,7 @@ from fairseq.models import FairseqEncoderDecoderModel
 from torch import Tensor
 
 from .carry import Carry
+from .chosen_context import ContextChoice
 from .document_task import TranslatesDocuments
 from .errors import InputError
 from .hub import DocumentHubInterface
@@ -59,6 +61,12 @@ class DocumentSystem:
     def chunk_sentences(self) -> Optional[int]:
         """For a system that reads the whole source of a chunk of its document, later sentences
         included: the most sentences a chunk holds (``chunks.py``). None: no chunks."""
+        return None
+
+    def context_choice(self) -> Optional[ContextChoice]:
+        """For a system whose sentences read source sentences the data chooses for them (its
+        document's next ones, random ones of other documents), which (``chosen_context.py``):
+        every batch brings them in ``net_input``. None (the default): no such sentences."""
         return None
 
     def training_unit(self) -> str:
@@ -182,6 +190,9 @@ class SentenceLevel:
         return 0, 0
 
     def chunk_sentences(self) -> Optional[int]:
+        return None
+
+    def context_choice(self) -> None:
         return None
 
     def training_unit(self) -> str:

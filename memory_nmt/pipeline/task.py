@@ -11,7 +11,8 @@ the hub's documents, are placed in documents by ``interactive.py``. Whatever ``-
 is run as a document system (``system.py``): a model that mixes in ``DocumentSystem`` with
 its context, any other fairseq encoder-decoder model sentence by sentence. A system that reads
 whole chunks (``chunks.py``) has its documents cut into chunks, and trains on batches of whole
-chunks.
+chunks. One whose sentences read context sentences the data chooses (``chosen_context.py``)
+gets every split's batches from the split's view for the run's ``--seed`` and the epoch.
 """
 import hashlib
 import logging
@@ -29,6 +30,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 
+from .chosen_context import check_split
 from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
 from .data import (
     DocumentDataError,
@@ -172,6 +174,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         self.training_plan: Optional[EpochItems] = None  # this worker's items of the current epoch
         self.context_sentences = (0, 0)  # of the model built last: sizes the batches
         self.chunk_sentences = None  # of the model built last: cuts its documents into chunks
+        self.context_choice = None  # of the model built last: the context sentences its batches bring
         self.model_positions = None  # of the model built last: what its system cuts a sentence's context to
         self.training_unit = "lanes"  # of the model built last, as --training-batches makes it
         self.trains_its_model = True  # fairseq-train builds its model; the others load theirs
@@ -197,6 +200,8 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         self.datasets[split] = DocumentDataset(
             pairs, read_docids(docids, len(pairs)), stream=split, docids_path=docids
         )
+        if self.context_choice is not None:
+            check_split(self.context_choice, self.datasets[split])
         logger.info(
             "%s: %d sentences in %d documents", split, len(pairs), len(self.datasets[split].documents)
         )
@@ -206,6 +211,10 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         system = document_system(model)
         self.context_sentences = system.context_sentences()
         self.chunk_sentences = system.chunk_sentences()
+        self.context_choice = system.context_choice()
+        if self.context_choice is not None:
+            for dataset in self.datasets.values():  # fairseq-train loads the validation splits first
+                check_split(self.context_choice, dataset)
         self.model_positions = model.max_positions()
         self.interactive.chunk_sentences = self.chunk_sentences
         self.trains_its_model = not from_checkpoint
@@ -274,6 +283,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         # positions would blame them (fairseq's trainer counts --max-tokens into max_positions).
         # A sentence's context is cut to the model's own positions, so the plan counts it so.
         training = self.trains_its_model and dataset.stream == self.cfg.train_subset
+        dataset = dataset.choosing(self.context_choice, seed, epoch)
         context_positions = self.model_positions or max_positions
         if training and self.training_unit == "sentences":
             return self.sentence_batch_iterator(

@@ -1,7 +1,8 @@
 """One sentence step teacher-forced on its reference: the pipeline's single definition of it.
 
 A step's rows (one sentence of each of its lanes) read their context from what the lanes
-carried in (``DocumentSystem.sentence_context``, ``system.py``), go through the model with the
+carried in, or from the context sentences the batch brings (``chosen_context.py``), through
+``DocumentSystem.sentence_context`` (``system.py``), go through the model with the
 reference as the decoder's input, and hand on what the lanes carry to their next sentences
 (``DocumentSystem.carry_out``, ``carry.py``). Training and validation (``criterion.py``),
 contrastive scoring (``evaluation/contrastive.py``), the attention analyses
@@ -22,6 +23,7 @@ from torch import Tensor
 from torch.autograd.profiler import record_function
 
 from .carry import Carry
+from .chosen_context import without_chosen
 from .system import SentenceContext, document_system
 
 
@@ -63,7 +65,7 @@ def teacher_forced_step(
     with record_function("sentence context"):
         context = system.sentence_context(carry, lanes, continues, net_input, target_room=target.size(1) - 1)
     with record_function("forward"):
-        net_output = model(**net_input, **context.inputs, features_only=features_only)
+        net_output = model(**without_chosen(net_input), **context.inputs, features_only=features_only)
         loss = loss_of(net_output) if loss_of is not None else None
     with record_function("carry out"):
         carried = system.carry_out(

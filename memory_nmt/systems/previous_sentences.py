@@ -83,30 +83,33 @@ class PreviousSentences(Carry):
 
 
 class ContextCuts:
-    """Earlier sentences cut to a budget of tokens, the oldest first, and the cuts counted in
-    ``count`` and logged with the count at the 1st, 10th, 100th, ... cut."""
+    """Context sentences cut to a budget of tokens, the furthest from the current sentence first
+    (earlier sentences: the oldest), and the cuts counted in ``count`` and logged with the count
+    at the 1st, 10th, 100th, ... cut."""
 
     def __init__(self):
         self.count = 0
 
-    def fitting(self, sentences: Sentences, budget: int, bound: str, remedy: str) -> List[Tensor]:
-        """The most recent of ``sentences`` whose tokens fit ``budget``; older ones are cut.
-        The log names what bounds the budget (``bound``) and what would keep them (``remedy``)."""
+    def fitting(self, sentences: Sentences, budget: int, bound: str, remedy: str,
+                nearest_first: bool = False) -> List[Tensor]:
+        """The nearest of ``sentences`` (the last ones, or the first with ``nearest_first``)
+        whose tokens fit ``budget``; further ones are cut. The log names what bounds the budget
+        (``bound``) and what would keep them (``remedy``)."""
         kept, used = [], 0
-        for sentence in reversed(sentences):
+        for sentence in (sentences if nearest_first else reversed(sentences)):
             if used + sentence.numel() > budget:
                 self.count += 1
                 if str(self.count).rstrip("0") == "1":
                     logger.warning(
                         "context cut %d times so far: the latest, a context sentence of %d tokens, "
                         "did not fit beside the current sentence within %s (%d of %d tokens left), "
-                        "so it and any older context were left out; to keep them, %s",
+                        "so it and any context further away were left out; to keep them, %s",
                         self.count, sentence.numel(), bound, max(budget - used, 0), max(budget, 0), remedy,
                     )
                 break
             kept.append(sentence)
             used += sentence.numel()
-        return kept[::-1]
+        return kept if nearest_first else kept[::-1]
 
 
 class PreviousSentencesSystem(DocumentSystem):
@@ -119,16 +122,17 @@ class PreviousSentencesSystem(DocumentSystem):
         super().__init__(*args, **kwargs)
         self.context_cuts = ContextCuts()
 
-    def sources_beside(self, previous: Sequence[Tuple[Sentences, Sentences]], sentences: Sequence[Tensor]):
-        """Each row's previous source sentences (``of_rows``) that fit the encoder's positions
-        beside its current sentence (``sentences``, unpadded), the oldest cut first."""
+    def sources_beside(self, sources: Sequence[Sentences], sentences: Sequence[Tensor], nearest_first: bool = False):
+        """Each row's context source sentences (previous ones, oldest first, or with
+        ``nearest_first`` the nearest first) that fit the encoder's positions beside its current
+        sentence (``sentences``, unpadded), the furthest cut first."""
         limit = self.encoder.max_positions()
         return [
             self.context_cuts.fitting(
                 source, limit - sentence.numel(), f"the encoder's {limit} positions (--max-source-positions)",
-                "raise --max-source-positions",
+                "raise --max-source-positions", nearest_first,
             )
-            for (source, _), sentence in zip(previous, sentences)
+            for source, sentence in zip(sources, sentences)
         ]
 
     def training_unit(self) -> str:

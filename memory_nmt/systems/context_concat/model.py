@@ -214,10 +214,8 @@ class ContextConcatTransformerModel(PreviousSentencesSystem, TransformerModel):
         inputs = {}
         if self.source_context:
             sentences = unpadded(net_input["src_tokens"], pad)
-            rows = [
-                torch.cat([*context, sentence])
-                for context, sentence in zip(self.sources_beside(previous, sentences), sentences)
-            ]
+            contexts = self.sources_beside([source for source, _ in previous], sentences)
+            rows = [torch.cat([*context, sentence]) for context, sentence in zip(contexts, sentences)]
             inputs["source_with_context"] = data_utils.collate_tokens(rows, pad, eos, left_pad=True)
         if self.target_context:
             start = net_input["src_tokens"].new_full((1,), eos)
