@@ -1,9 +1,11 @@
-"""The Associated Memory Network (Jiang et al.): a Contextual Associated Memory Network over the
-previous source sentences, whose gated output is the encoder output the decoder reads.
+"""The Associated Memory Network (Jiang et al.): a Contextual Associated Memory Network over context
+source sentences, whose gated output is the encoder output the decoder reads.
 
 ``context_network.py`` the CAMN (context encoder, inter-sentence attention, context gate);
 ``model.py`` ``transformer_associated_memory``, its encoder and named architectures. A lane
-carries its document's previous source sentences (``systems/previous_sentences.py``). The
+carries its document's previous source sentences (``systems/previous_sentences.py``); with
+``--context-choice next`` or ``random`` the batches bring the sentences instead
+(``pipeline/chosen_context.py``). The
 CAMN's parameters are its context parameters (``systems/context_parameters.py``): a
 sentence-level checkpoint starts the model without them, and ``two_rate_inverse_sqrt`` gives
 them their own learning rate.

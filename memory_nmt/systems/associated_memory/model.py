@@ -1,4 +1,4 @@
-"""``transformer_associated_memory``: fairseq's transformer whose encoder output reads the previous source sentences through the CAMN.
+"""``transformer_associated_memory``: a transformer whose encoder output reads context sentences through the CAMN.
 
 The Associated Memory Network (Jiang et al., section 4): the encoder is fairseq's; for a
 sentence with context, its output is the Contextual Associated Memory Network's gated sum H of
@@ -17,7 +17,12 @@ Choices the paper leaves open, and why:
   ``embed_scale``, dropout): the paper's context and source share a vocabulary, and a plain
   transformer's checkpoint then starts the context encoder from trained embeddings.
 - The context: the document's previous ``--context-sentences`` N source sentences (default 1,
-  the paper's), from the lane's ``PreviousSentences`` carry (source side only). Section 4.3 says
+  the paper's), from the lane's ``PreviousSentences`` carry (source side only); with
+  ``--context-choice next`` its N next sentences (fewer at the document's end), with ``random``
+  N sentences of the split's other documents (Table 4's other rows, and the context of Table
+  3's last two ablations, "randomly from the training set"), both chosen by the data and
+  brought in every batch (``pipeline/chosen_context.py``): the model declares the choice
+  (``context_choice``), reads them in ``sentence_context`` and carries nothing. Section 4.3 says
   "at each training step, we compose all the context sentences of the source sentences in the
   batch with size m as the context sentences {c_j}", and eq. 14-15 weigh those m by β. Read
   literally, every sentence would read the m context sentences of its whole batch; the plugin
@@ -25,21 +30,22 @@ Choices the paper leaves open, and why:
   size N" its N, and is what the "Multiple Context Attention (m > 1)" paragraph weighs), since
   a batch's other sentences belong to other documents and to whatever batch they fell in,
   and decoding would then depend on the batching. A document's
-  first sentence has none: its row skips the CAMN and its encoder output is H_source itself,
-  exactly the plain transformer's, and nothing computed from another row's context or
-  padding reaches it. ``--context-combination concatenate`` (default; the paper's only
-  experiment, footnote 1) joins the N sentences into one sequence, the break between them the
-  ``</s>`` every binarized sentence ends with (the paper's '####'), so the dictionary and a
-  plain transformer's checkpoint serve unchanged; ``parallel`` reads each sentence as its own
+  first sentence has none (its last one, with ``next``): its row skips the CAMN and its encoder
+  output is H_source itself, exactly the plain transformer's, and nothing computed from another
+  row's context or padding reaches it. ``--context-combination concatenate`` (default; the
+  paper's only experiment, footnote 1) joins the N sentences into one sequence, the break
+  between them the ``</s>`` every binarized sentence ends with (the paper's '####'), so the
+  dictionary and a plain transformer's checkpoint serve unchanged; ``parallel`` reads each sentence as its own
   sequence and weighs them by eq. 14-15.
 - The ablation without both the GRU and the inter-sentence attention is the paper's stack of
   N encoder layers (``--stacked-context-encoder``, ``context_network.py``); ``--no-context-rnn
   --no-inter-sentence-attention`` together keep the single attention block of the CAMN's
   context encoder instead.
-- The context is cut, oldest sentence first, so that it and the current sentence fit
-  ``--max-source-positions`` together (``ContextCuts``): the batches count the context with the
-  sentence within the positions (``pipeline/data.py``), and without the GRU the context's
-  embeddings take positions of their own.
+- The context is cut, the sentence furthest from the current one first (the oldest previous
+  one, the last next one, the last random one in the split's order), so that it and the
+  current sentence fit ``--max-source-positions`` together (``ContextCuts``): the batches
+  count the context with the sentence within the positions (``pipeline/data.py``), and without
+  the GRU the context's embeddings take positions of their own.
 
 The encoder's output dict is fairseq's, with ``encoder_out`` replaced by H; beam search and the
 decoder need nothing else. A checkpoint of fairseq's plain ``transformer`` loads: the CAMN's
@@ -62,6 +68,7 @@ from fairseq.models.transformer import (
 )
 from torch import Tensor
 
+from ...pipeline.chosen_context import CHOSEN_CONTEXTS, ContextChoice, chosen_sentences
 from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import SentenceContext
 from ..checkpoint_fit import FitsTransformerCheckpoints
@@ -71,6 +78,7 @@ from ..sizes import small_transformer
 from .context_network import ContextualAssociatedMemory
 
 CONTEXT_COMBINATIONS = ("concatenate", "parallel")
+CONTEXT_CHOICES = ("previous", *CHOSEN_CONTEXTS)
 
 
 class AssociatedMemoryEncoder(TransformerEncoderBase):
@@ -137,12 +145,15 @@ class AssociatedMemoryEncoder(TransformerEncoderBase):
 
 @register_model("transformer_associated_memory")
 class AssociatedMemoryTransformerModel(PreviousSentencesSystem, FitsTransformerCheckpoints, TransformerModel):
-    """Transformer with a Contextual Associated Memory Network over the previous source sentences (Jiang et al.)."""
+    """Transformer with a Contextual Associated Memory Network over context source sentences (Jiang et al.)."""
 
     def __init__(self, args, encoder, decoder):
         super().__init__(args, encoder, decoder)
         self.context_sentence_count = args.context_sentences
         self.context_combination = args.context_combination
+        self.chosen = None
+        if args.context_choice != "previous":
+            self.chosen = ContextChoice(args.context_choice, args.context_sentences)
 
     @classmethod
     def add_args(cls, parser):
@@ -159,15 +170,25 @@ class AssociatedMemoryTransformerModel(PreviousSentencesSystem, FitsTransformerC
         return AssociatedMemoryEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
 
     def context_sentences(self):
-        return self.context_sentence_count, 0
+        return (0, 0) if self.chosen is not None else (self.context_sentence_count, 0)
+
+    def context_choice(self):
+        return self.chosen
 
     def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
-        """Each row's previous source sentences, cut to fit the positions beside the current
-        one, as ``context_tokens`` (B, J, L) for the encoder; none where no row has any."""
-        if carry is None:
+        """Each row's previous source sentences (or those the batch brings, ``--context-choice``),
+        cut to fit the positions beside the current one, as ``context_tokens`` (B, J, L) for the
+        encoder; none where no row has any."""
+        pad = self.encoder.padding_idx
+        sentences = unpadded(net_input["src_tokens"], pad)
+        if self.chosen is not None:
+            chosen = chosen_sentences(net_input, self.chosen, pad)
+            contexts, previous = self.sources_beside(chosen, sentences, nearest_first=True), None
+        elif carry is None:
             return SentenceContext()
-        previous = PreviousSentences.of_rows(carry, continues, lanes.numel())
-        contexts = self.sources_beside(previous, unpadded(net_input["src_tokens"], self.encoder.padding_idx))
+        else:
+            previous = PreviousSentences.of_rows(carry, continues, lanes.numel())
+            contexts = self.sources_beside([source for source, _ in previous], sentences)
         inputs = {}
         if any(contexts):
             inputs["context_tokens"] = self.collate_context(contexts)
@@ -190,9 +211,17 @@ class AssociatedMemoryTransformerModel(PreviousSentencesSystem, FitsTransformerC
 class AssociatedMemoryOptions(SystemOptions):
     context_sentences: int = field(
         default=1,
-        metadata={"help": "previous source sentences of the document the associated memory reads "
-                          "(1 is the paper's)",
+        metadata={"help": "source sentences the associated memory reads as a sentence's context "
+                          "(--context-choice; 1 is the paper's)",
                   "range": Range(1)},
+    )
+    context_choice: ChoiceEnum(CONTEXT_CHOICES) = field(
+        default="previous",
+        metadata={"help": "which (Table 4): the sentence's previous ones in its document (the "
+                          "paper's), its next ones (fewer at the document's end), or random ones of "
+                          "the split's other documents, drawn from --seed, the epoch and the "
+                          "sentence; next and random are read from a binarized split (not "
+                          "fairseq-interactive or the hub)"},
     )
     context_combination: ChoiceEnum(CONTEXT_COMBINATIONS) = field(
         default="concatenate",
