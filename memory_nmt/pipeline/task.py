@@ -60,7 +60,7 @@ TRAINING_UNIT_LOG = {
              "steps an update (refilled_lanes.py)",
     "chunks": "whole chunks, one batch an update (--training-batches lanes: --optimization-window "
               "batches an update)",
-    "sentences": "shuffled sentences of similar width, each with the previous sentences its system "
+    "sentences": "shuffled sentences of similar width, each with the context sentences its system "
                  "reads, one batch an update (sentence_batches.py)",
 }
 

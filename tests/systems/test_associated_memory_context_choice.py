@@ -183,3 +183,14 @@ def test_fairseq_train_and_generate_end_to_end_interactive_and_the_hub_refused(d
     )
     with pytest.raises(ChosenContextError, match=refusal):
         hub.translate_document(["a b", "c d"])
+
+
+def test_training_in_lanes_reads_the_chosen_sentences(data_bin):
+    """--training-batches lanes: a window's steps train the CAMN on the next sentences they bring."""
+    task, model, criterion, _ = build(data_bin, *AMN, "--context-choice", "next", "--training-batches", "lanes",
+                                      "--optimization-window", "2")
+    item = batches(task, "train", max_tokens=200)[0]
+    assert all("chosen_context_counts" in step["net_input"] for step in steps_of(item))
+    loss, _, _ = criterion.forward_window(model, steps_of(item), backward=lambda loss: loss.backward())
+    assert torch.isfinite(loss)
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.encoder.context_network.parameters())
