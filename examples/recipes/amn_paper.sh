@@ -9,13 +9,18 @@
 # (WORK_DIR/results.md).
 #
 #   WORK_DIR=runs/amn_paper bash examples/recipes/amn_paper.sh [--steps download,prepare,binarize,train,generate,score]
-#   AMN_ARGS=--stacked-context-encoder WORK_DIR=runs/amn_paper_without_both bash examples/recipes/amn_paper.sh
+#   AMN_ARGS="--stacked-context-encoder --context-choice random" WORK_DIR=runs/amn_paper_without_both \
+#       bash examples/recipes/amn_paper.sh
 #
 # The paper gives no decoding settings: the recipes' beam 5 (GENERATE_ARGS adds more). fairseq's
 # --max-tokens counts padding, and for the associated memory the context sentence read with each
 # sentence too, so MAX_TOKENS=6520 holds fewer source tokens of the sentences translated than the
-# paper's batches (raise it, or UPDATE_FREQ, to match). The ablations of its Table 3: AMN_ARGS
-# (docs/systems.md#associated-memory-network), one WORK_DIR each.
+# paper's batches (raise it, or UPDATE_FREQ, to match). Its Table 3 and Table 4, one WORK_DIR each
+# (docs/systems.md#associated-memory-network):
+#   w/o RNN Context                               AMN_ARGS=--no-context-rnn
+#   w/o Inter-sentence Attention                  AMN_ARGS="--no-inter-sentence-attention --context-choice random"
+#   w/o RNN Context & Inter-sentence Attention    AMN_ARGS="--stacked-context-encoder --context-choice random"
+#   Table 4: previous, next or random N sentences AMN_CONTEXT="--context-sentences N --context-choice next"
 : "${BPE_MERGES:=32000}"
 : "${MAX_TOKENS:=6520}"
 : "${SENTENCE_LR:=7e-4}" "${SENTENCE_WARMUP:=4000}" "${SENTENCE_DROPOUT:=0.1}"

@@ -63,7 +63,7 @@ def test_local_global_preset_has_the_papers_settings(tmp_path):
 
 
 def test_amn_preset_has_the_papers_settings(tmp_path):
-    commands = commands_of("amn_paper.sh", tmp_path, AMN_ARGS="--stacked-context-encoder")
+    commands = commands_of("amn_paper.sh", tmp_path, AMN_ARGS="--stacked-context-encoder --context-choice random")
     sentence, amn = trained(commands, "sentence"), trained(commands, "amn")
     for command in (sentence, amn):
         assert "--encoder-layers" not in command  # transformer-base's 6 layers, 512/2048, 8 heads
@@ -71,6 +71,7 @@ def test_amn_preset_has_the_papers_settings(tmp_path):
             "7e-4", "4000", "0.1", "6520"]
     assert option(amn, "--arch") == "transformer_associated_memory"
     assert option(amn, "--context-sentences") == "1" and "--stacked-context-encoder" in amn
+    assert option(amn, "--context-choice") == "random"  # Table 3's "without both" (docs/systems.md)
     assert "--finetune-from-model" not in amn
 
 

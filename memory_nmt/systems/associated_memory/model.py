@@ -237,14 +237,15 @@ class AssociatedMemoryOptions(SystemOptions):
     no_inter_sentence_attention: bool = field(
         default=False,
         metadata={"help": "ablation: every word reads the mean of the context encoder's states "
-                          "instead of attending to them"},
+                          "instead of attending to them (Table 3's row: with --context-choice random)"},
     )
     stacked_context_encoder: bool = field(
         default=False,
         metadata={"help": "ablation without both the GRU and the inter-sentence attention: the "
                           "context's embeddings (with positions) go through a stack of --encoder-layers "
                           "encoder layers, attention and feed-forward, and every word reads the mean of "
-                          "its output (implies --no-context-rnn and --no-inter-sentence-attention)"},
+                          "its output (implies --no-context-rnn and --no-inter-sentence-attention; Table "
+                          "3's row: with --context-choice random)"},
     )
 
     @classmethod
