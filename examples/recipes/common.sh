@@ -70,8 +70,9 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${AMN_CONTEXT:=--context-sentences 1}"   # previous source sentences the associated memory reads
 : "${FINETUNE_LR:=$MEMORY_LR}"          # lr of the concatenation model and of the sentence control
 : "${LOCAL_GLOBAL_ARCH:=transformer_local_global}"
-: "${CHUNK_SENTENCES:=20}"              # the local+global model's chunks (the paper's 20 sentences);
-                                        # a chunk's sentences times its widest must fit MAX_TOKENS
+: "${CHUNK_SENTENCES:=20}"              # the local+global model's chunks (the paper's 20 sentences)
+: "${LOCAL_GLOBAL_MAX_TOKENS:=8192}"    # its training batches hold whole chunks: a chunk's sentences
+                                        # times its widest must fit (5,320 on the CPU preset's documents)
 : "${COMPARE_LENGTHS:=10,100,1000}"     # document lengths whose decoding peak memory is measured
 : "${COMPARE_CONTRASTIVE:=}"            # a contrastive test set, e.g. "voita deixis_test.json"
 : "${ABLATIONS:=both:0,1 both:2,3 both:4,5 both:5 encoder:5 decoder:5}"   # Table 3 (6 layers): SIDES:LAYERS
@@ -282,7 +283,7 @@ finetune_local_global() {
     split_words rates "$(two_rate_options)"
     split_words extra "$LOCAL_GLOBAL_ARGS"
     finetune_for_budget local_global "$LOCAL_GLOBAL_ARCH" --chunk-sentences "$CHUNK_SENTENCES" \
-        --global-layer extra "${rates[@]}" "${extra[@]}"
+        --global-layer extra --max-tokens "$LOCAL_GLOBAL_MAX_TOKENS" "${rates[@]}" "${extra[@]}"
 }
 
 # The sentence model trained on for the document models' finetuning budget: what those epochs

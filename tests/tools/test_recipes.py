@@ -238,7 +238,7 @@ def news_run(tmp_path_factory):
     environment = dict(RAW_DIR=raw, BPE_MERGES=100, MODEL_ARGS=tiny, TRAIN_ARGS="--cpu",
                        GENERATE_ARGS="--cpu --max-len-b 5", SENTENCE_ARGS="--max-update 2", SENTENCE_WARMUP=1,
                        FINETUNE_EPOCHS=1, MEMORY_WARMUP=1, COMPARE_LENGTHS="3", MAX_TOKENS=2048,
-                       CHUNK_SENTENCES=4, POSITIONS="learned")
+                       CHUNK_SENTENCES=4, LOCAL_GLOBAL_MAX_TOKENS=3072, POSITIONS="learned")
     run_recipe("news.sh", work, "--steps", "prepare,binarize,train,generate,score,compare", **environment)
     return work, environment
 
@@ -274,6 +274,7 @@ def test_compare_step_gives_every_system_the_memory_models_budget(news_run):
     assert (amn["model"]._name, amn["model"].context_sentences) == ("transformer_associated_memory", 1)
     local_global = last("local_global")["cfg"]
     assert (local_global["model"]._name, local_global["model"].chunk_sentences) == ("transformer_local_global", 4)
+    assert local_global["dataset"]["max_tokens"] == 3072, "its whole chunks train in LOCAL_GLOBAL_MAX_TOKENS"
     for name in ("amn", "local_global"):
         assert last(name)["cfg"]["lr_scheduler"]["_name"] == "two_rate_inverse_sqrt"
     for name in ("concat", "amn", "local_global", "sentence_continued"):  # no early stop before the budget is spent
