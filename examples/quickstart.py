@@ -8,7 +8,8 @@ sentence, a ``transformer_recurrent_memory``, a ``transformer_associated_memory`
 previous source sentence and a ``transformer_local_global`` (chunks of 20 sentences: whole
 documents here), all of the same size, each on its own training batches for the same EPOCHS
 (the same target tokens: the memory model in lanes that refill, the others one batch an update),
-translates the test documents with each, and prints s-BLEU, d-BLEU and the accuracy on the
+translates the test documents with each, and prints s-BLEU, d-BLEU, how much of its context each
+uses (CXMI on the test references, ``memory_nmt_tools/context_usage.py``) and the accuracy on the
 context-dependent words by how far back their cue is (also written to WORK/results.txt), with a
 paragraph on what the table shows. Takes about 3 to 4 minutes on 2 CPU cores.
 
@@ -27,6 +28,7 @@ import sys
 from pathlib import Path
 
 from memory_nmt.evaluation.synthetic import context_accuracy, contrastive_items, generate_documents, write_documents
+from memory_nmt_tools.context_usage import shown_bits, split_cxmi
 from memory_nmt_tools.document_bleu import score_documents
 from memory_nmt_tools.experiments import MODEL_ARGS, StepError, fairseq_command, preprocess, run_echoing, skip
 from memory_nmt_tools.paths import check_paths
@@ -111,6 +113,18 @@ def translate(work, model):
     return output
 
 
+def context_use(work, model):
+    """The model's CXMI on the test split in bits per token (kept in WORK/cxmi-NAME.json): its
+    cross-entropy on the references with every sentence its own document minus with the documents."""
+    output, title = work / f"cxmi-{model['name']}.json", f"measuring how much context the {model['name']} model uses"
+    if not skip(output, title):
+        print(f"\n==> {title} (CXMI on the test split)", flush=True)
+        checkpoint = work / "checkpoints" / model["name"] / "checkpoint_best.pt"
+        cxmi = split_cxmi(checkpoint, work / "data-bin", "test", work, max_tokens=2048)
+        output.write_text(json.dumps(cxmi, indent=1) + "\n", encoding="utf-8")
+    return json.loads(output.read_text(encoding="utf-8"))["bits_per_token"]
+
+
 def read_hypotheses(output, num_sentences):
     """The H- lines of ``output`` in sentence id order, checking each sentence came out once."""
     matches = map(HYPOTHESIS_LINE.fullmatch, output.read_text(encoding="utf-8").splitlines())
@@ -149,8 +163,10 @@ COLUMNS = {  # accuracy key -> column title
 }
 CHANCE = {"pronoun d=1": "33.3%", "pronoun d>1": "33.3%", "sense d=1": "50.0%", "sense d>1": "50.0%"}
 MEANING = """\
-How to read it: the columns on the right count the words whose translation depends on an earlier
-sentence (a system with all of them right and an s-BLEU below 100 got other words wrong).
+How to read it: CXMI is how much the context lowers the model's cross-entropy on the test
+references, in bits per token (0 for a model that reads no context). The columns on the right
+count the words whose translation depends on an earlier sentence (a system with all of them
+right and an s-BLEU below 100 got other words wrong).
 "pronoun" is "it" -> er/sie/es, decided by a noun in the previous sentence (prev.) or 2-3
 sentences back; "sense" is an ambiguous noun (plant -> pflanze/fabrik) decided only by the
 document's first sentence, which is the previous sentence (prev.) only for the second sentence of
@@ -164,13 +180,14 @@ it finds into the encoder output. The local+global model reads every source sent
 
 
 def results_table(scores):
-    """``scores``: model name -> (bleu, accuracy)."""
-    header = f"{'model':<12} {'s-BLEU':>7} {'d-BLEU':>7} " + " ".join(f"{t:>19}" for t in COLUMNS.values())
+    """``scores``: model name -> (bleu, accuracy, cxmi)."""
+    header = f"{'model':<12} {'s-BLEU':>7} {'d-BLEU':>7} {'CXMI':>7} " + " ".join(f"{t:>19}" for t in COLUMNS.values())
     lines = [header, "-" * len(header)]
-    for name, (bleu, accuracy) in scores.items():
+    for name, (bleu, accuracy, cxmi) in scores.items():
         cells = [f"{100 * c / t:5.1f}% ({c}/{t})" for c, t in (accuracy[k] for k in COLUMNS)]
-        lines.append(f"{name:<12} {bleu['s_bleu']:7.2f} {bleu['d_bleu']:7.2f} " + " ".join(f"{c:>19}" for c in cells))
-    chance = f"{'chance':<12} {'':>7} {'':>7} " + " ".join(f"{CHANCE.get(k, ''):>19}" for k in COLUMNS)
+        lines.append(f"{name:<12} {bleu['s_bleu']:7.2f} {bleu['d_bleu']:7.2f} {shown_bits(cxmi):>7} "
+                     + " ".join(f"{c:>19}" for c in cells))
+    chance = f"{'chance':<12} {'':>7} {'':>7} {'':>7} " + " ".join(f"{CHANCE.get(k, ''):>19}" for k in COLUMNS)
     lines += [chance.rstrip(), "",
               f"sacrebleu: {next(iter(scores.values()))[0]['signature']}", "", MEANING]
     return "\n".join(lines)
@@ -205,7 +222,7 @@ def main(argv=None):
         scores = {}
         for model in SYSTEMS:
             hypotheses = read_hypotheses(translate(work, model), num_test)
-            scores[model["name"]] = evaluate(documents["test"], hypotheses)
+            scores[model["name"]] = (*evaluate(documents["test"], hypotheses), context_use(work, model))
     except StepError as error:
         sys.exit(f"\nerror: {error}")
     table = results_table(scores)

@@ -52,6 +52,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from . import context_usage
+from .context_usage import shown_bits
 from .document_bleu import read_docids, score_documents
 from .generate_texts import read_hypotheses, read_references
 from .paths import check_paths
@@ -341,11 +342,6 @@ def distance_order(key):
     return (key == "all", int(key) if key.lstrip("-").isdigit() else float("inf"), key)
 
 
-def bits(value):
-    """A CXMI to 4 decimals, float noise around 0 (the two scorings batch differently) shown as 0.0000."""
-    return f"{round(value, 4) + 0.0:.4f}"
-
-
 def table(results, lengths):
     """One row per system: BLEU, CXMI, contrastive accuracy, speed and peak memory."""
     distances = sorted({key for r in results.values() for key in (r["contrastive"] or {})}, key=distance_order)
@@ -355,7 +351,7 @@ def table(results, lengths):
     lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
     lines.append("-" * len(lines[0]))
     for name, r in results.items():
-        cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}", bits(r["cxmi"]["bits_per_token"])]
+        cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}", shown_bits(r["cxmi"]["bits_per_token"])]
         accuracy = r["contrastive"] or {}
         for key in distances[-1:] + distances[:-1]:
             right, total = accuracy.get(key, (0, 0))
@@ -376,7 +372,7 @@ def contrastive_cxmi_table(results):
     lines.append("-" * len(lines[0]))
     for name, r in results.items():
         cxmi = r["contrastive_cxmi"] or {}
-        cells = [name] + [bits(cxmi[key]["bits_per_token"]) if key in cxmi else "-" for key in keys]
+        cells = [name] + [shown_bits(cxmi[key]["bits_per_token"]) if key in cxmi else "-" for key in keys]
         lines.append(" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)))
     return "\n".join(lines)
 

@@ -29,6 +29,11 @@ BITS = 1 / math.log(2)
 PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
 
 
+def shown_bits(value) -> str:
+    """A CXMI to 4 decimals, the float noise around 0 (the two scorings batch differently) shown as 0.0000."""
+    return f"{round(value, 4) + 0.0:.4f}"
+
+
 def without_context_data(data, subset, directory) -> Path:
     """``directory`` (created) as a copy of the data directory ``data`` whose ``subset`` makes every
     sentence its own document: its ``SUBSET.*.docids`` rewritten with one id per line, every other
