@@ -71,13 +71,8 @@ def test_a_sentences_context_is_the_earlier_sentences_of_its_own_document(data_b
     assert rows == len(pairs)
 
 
-def test_a_sentence_reads_in_its_batch_what_it_reads_walked_in_its_document(data_bin):
-    """2-to-2: each sentence's teacher-forced output in the shuffled sentence batches equals its
-    output in a walk through its document, lane by lane (where the carry is passed on)."""
-    task, model, criterion, _ = build(data_bin, *CONCAT, "--source-context", "2", "--target-context", "2")
-    model.eval()
-    task.load_dataset("train")
-    steps = [step for step in task.get_batch_iterator(task.dataset("train"), max_tokens=400, seed=1).next_epoch_itr(shuffle=False)]
+def recorded_outputs(criterion):
+    """A dict that gets each sentence's output logits (by id) as ``criterion`` runs the model."""
     outputs = {}
     run_model = criterion.run_model
 
@@ -87,6 +82,17 @@ def test_a_sentence_reads_in_its_batch_what_it_reads_walked_in_its_document(data
         return step
 
     criterion.run_model = recording
+    return outputs
+
+
+def test_a_sentence_reads_in_its_batch_what_it_reads_walked_in_its_document(data_bin):
+    """2-to-2: each sentence's teacher-forced output in the shuffled sentence batches equals its
+    output in a walk through its document, lane by lane (where the carry is passed on)."""
+    task, model, criterion, _ = build(data_bin, *CONCAT, "--source-context", "2", "--target-context", "2")
+    model.eval()
+    task.load_dataset("train")
+    steps = [step for step in task.get_batch_iterator(task.dataset("train"), max_tokens=400, seed=1).next_epoch_itr(shuffle=False)]
+    outputs = recorded_outputs(criterion)
     with torch.no_grad():
         for item in steps:
             criterion.forward_window(model, steps_of(item))
@@ -120,15 +126,7 @@ def test_a_refilled_lane_starts_its_next_document_from_nothing_carried(data_bin)
     make_reads_nonzero(model)
     model.eval()
     window, lane, ended, new = refilled_boundary(task)
-    outputs = {}
-    run_model = criterion.run_model
-
-    def recording(model, sample, carry, **options):
-        step = run_model(model, sample, carry, **options)
-        outputs.update(zip(sample["id"].tolist(), step.net_output[0]))
-        return step
-
-    criterion.run_model = recording
+    outputs = recorded_outputs(criterion)
     with torch.no_grad():
         criterion.forward_window(model, window, stateless=True)
         first = outputs[new].clone()
