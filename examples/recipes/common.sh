@@ -71,8 +71,9 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${FINETUNE_LR:=$MEMORY_LR}"          # lr of the concatenation model and of the sentence control
 : "${LOCAL_GLOBAL_ARCH:=transformer_local_global}"
 : "${CHUNK_SENTENCES:=20}"              # the local+global model's chunks (the paper's 20 sentences)
-: "${LOCAL_GLOBAL_MAX_TOKENS:=8192}"    # its training batches hold whole chunks: a chunk's sentences
-                                        # times its widest must fit (5,320 on the CPU preset's documents)
+: "${LOCAL_GLOBAL_MAX_TOKENS:=8192}"    # its training batches hold whole chunks, and decoding encodes a
+                                        # whole chunk with its first sentence: a chunk's sentences times
+                                        # its widest must fit (5,320 on the CPU preset's documents)
 : "${COMPARE_LENGTHS:=10,100,1000}"     # document lengths whose decoding peak memory is measured
 : "${COMPARE_CONTRASTIVE:=}"            # a contrastive test set, e.g. "voita deixis_test.json"
 : "${ABLATIONS:=both:0,1 both:2,3 both:4,5 both:5 encoder:5 decoder:5}"   # Table 3 (6 layers): SIDES:LAYERS
@@ -299,18 +300,21 @@ continue_sentence() {
 
 # Translate the test split with checkpoints/NAME/checkpoint_best.pt into WORK_DIR/generate-NAME.txt.
 generate() {
-    local name=$1 output=$WORK_DIR/generate-$1.txt task extra
+    local name=$1 output=$WORK_DIR/generate-$1.txt task extra max_tokens=$GENERATE_MAX_TOKENS
     already_done "$output" "generate $name" && return 0
     case $name in
         sentence | sentence_continued) task=(--task translation --required-batch-size-multiple 1) ;;
-        memory | memory-* | concat | amn | local_global) task=(--task document_translation) ;;
+        local_global)
+            task=(--task document_translation)
+            ((LOCAL_GLOBAL_MAX_TOKENS > max_tokens)) && max_tokens=$LOCAL_GLOBAL_MAX_TOKENS ;;
+        memory | memory-* | concat | amn) task=(--task document_translation) ;;
         *) fail "generate: unknown model $name; give sentence, sentence_continued, concat, amn, local_global, memory or memory-*" ;;
     esac
     split_words extra "$GENERATE_ARGS"
     run "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir "$PLUGIN" "${task[@]}" \
         --source-lang "$SRC" --target-lang "$TGT" \
         --path "$WORK_DIR/checkpoints/$name/checkpoint_best.pt" --gen-subset test --beam 5 \
-        --max-tokens "$GENERATE_MAX_TOKENS" --post-process subword_nmt --tokenizer moses \
+        --max-tokens "$max_tokens" --post-process subword_nmt --tokenizer moses \
         "${extra[@]}" > "$output.partial"
     mv "$output.partial" "$output"
 }
