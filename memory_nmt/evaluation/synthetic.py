@@ -13,13 +13,19 @@ context-dependent words, drawn independently and uniformly, so a sentence-level 
   Both senses of a word have the same German gender, so articles do not differ: the ambiguous
   noun is the only target token that depends on the topic.
 
+A ``DocumentShape`` changes what a document holds (its defaults are the quickstart's documents):
+how far back a pronoun's noun may be, how often a sentence holds an ambiguous word, and how many
+ambiguous words and adjectives there are (beyond the listed ones, made-up word pairs, the same
+for every seed), so that a sense word can be as rare as a name or a term in real documents.
+
 Only the standard library is used, so this file also runs as a script (see ``main``).
 """
 import argparse
 import os
 import random
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from functools import lru_cache
+from typing import Dict, List, Optional, Sequence, Tuple
 
 # noun -> (translation, gender); nouns that "it" can refer to, equally many of each gender.
 NOUNS: Dict[str, Tuple[str, str]] = {
@@ -80,6 +86,78 @@ FILLERS: List[Tuple[str, str]] = [  # no nouns, no "it"
 
 
 DISTANCE_CLASSES = ("pronoun d=1", "pronoun d>1", "sense d=1", "sense d>1")
+CONSONANTS, VOWELS = "bdfgklmnprstvz", "aeiou"
+
+
+@dataclass(frozen=True)
+class DocumentShape:
+    """What a document holds besides its topic sentence.
+
+    ``max_pronoun_distance``: "it" comes 1 to this many sentences after its noun (only fillers
+    between). ``sense_rate``: the share of a document's later sentences that hold an ambiguous
+    word, about (None: half the blocks are a sense sentence, the other half a pronoun's noun,
+    fillers and "it", so about a quarter with the default distances). ``sense_words`` and
+    ``adjectives``: how many there are, the listed ones first, then made-up ones."""
+
+    max_pronoun_distance: int = 3
+    sense_rate: Optional[float] = None
+    sense_words: int = len(SENSE_WORDS)
+    adjectives: int = len(ADJECTIVES)
+
+    def __post_init__(self):
+        if self.max_pronoun_distance < 1:
+            raise ValueError(f"max_pronoun_distance {self.max_pronoun_distance}: give 1 or more")
+        if self.sense_rate is not None and not 0 < self.sense_rate < 1:
+            raise ValueError(f"sense_rate {self.sense_rate}: give a share above 0 and below 1")
+        if self.sense_words < 1 or self.adjectives < 2:
+            raise ValueError(f"sense_words {self.sense_words}, adjectives {self.adjectives}: "
+                             "give at least 1 ambiguous word and 2 adjectives")
+
+    def sense_block_chance(self) -> float:
+        """The chance that a block is a sense sentence, for which about ``sense_rate`` of the
+        sentences hold an ambiguous word: a pronoun block spans its distance plus one sentences,
+        (max_pronoun_distance + 3) / 2 on average."""
+        if self.sense_rate is None:
+            return 0.5
+        pronoun_block = (self.max_pronoun_distance + 3) / 2
+        return self.sense_rate * pronoun_block / (1 - self.sense_rate + self.sense_rate * pronoun_block)
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """The adjectives (English, German) and ambiguous words (as ``SENSE_WORDS``) of a shape."""
+
+    adjectives: Tuple[Tuple[str, str], ...]
+    sense_words: Tuple[Tuple[str, Tuple[str, Dict[str, str]]], ...]
+
+
+@lru_cache(maxsize=None)
+def lexicon_of(sense_words: int, adjectives: int) -> Lexicon:
+    """The listed words first, then made-up ones (two or three consonant-vowel syllables, a
+    German-looking ending for the German side), drawn from a fixed seed and unlike any other
+    word, so every seed and split of a shape share them."""
+    taken = {word for pairs in (ADJECTIVES, PERSON_ADJECTIVES, SUBJECTS, NOUNS) for pair in pairs.items()
+             for word in (pair[0], pair[1] if isinstance(pair[1], str) else pair[1][0])}
+    taken |= {word for _, senses in SENSE_WORDS.values() for word in senses.values()}
+    taken |= {word for pairs in TOPIC_SENTENCES.values() for pair in pairs for side in pair for word in side.split()}
+    taken |= {word for pair in FILLERS for side in pair for word in side.split()}
+    rng = random.Random("memory_nmt synthetic lexicon")
+
+    def made_up(ending=""):
+        while True:
+            word = "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(rng.randint(2, 3))) + ending
+            if word not in taken:
+                taken.add(word)
+                return word
+
+    listed_adjectives = sorted(ADJECTIVES.items())[:adjectives]
+    extra_adjectives = [(made_up(), made_up("ig")) for _ in range(adjectives - len(listed_adjectives))]
+    listed_senses = sorted(SENSE_WORDS.items())[:sense_words]
+    extra_senses = [
+        (made_up(), (rng.choice("mf"), {"nature": made_up("e"), "industry": made_up("er")}))
+        for _ in range(sense_words - len(listed_senses))
+    ]
+    return Lexicon(tuple(sorted(listed_adjectives + extra_adjectives)), tuple(sorted(listed_senses + extra_senses)))
 
 
 @dataclass
@@ -98,8 +176,8 @@ class Document:
     context_words: List[ContextWord] = field(default_factory=list)
 
 
-def _adjective(rng: random.Random) -> Tuple[str, str]:
-    return rng.choice(sorted(ADJECTIVES.items()))
+def _adjective(rng: random.Random, lexicon: Lexicon) -> Tuple[str, str]:
+    return rng.choice(lexicon.adjectives)
 
 
 def _filler(rng: random.Random) -> Tuple[str, str]:
@@ -119,10 +197,10 @@ def _introduction(rng: random.Random, noun: str) -> Tuple[str, str]:
             f"{head}{when[1]} {INDEFINITE[gender]} {translation} .")
 
 
-def _pronoun_sentence(rng: random.Random, pronoun: str) -> Tuple[str, str]:
-    (a, a_de), (b, b_de) = _adjective(rng), _adjective(rng)
+def _pronoun_sentence(rng: random.Random, pronoun: str, lexicon: Lexicon) -> Tuple[str, str]:
+    (a, a_de), (b, b_de) = _adjective(rng, lexicon), _adjective(rng, lexicon)
     while b == a:
-        b, b_de = _adjective(rng)
+        b, b_de = _adjective(rng, lexicon)
     return rng.choice([
         (f"it was {a} .", f"{pronoun} war {a_de} ."),
         (f"it was very {a} .", f"{pronoun} war sehr {a_de} ."),
@@ -132,10 +210,10 @@ def _pronoun_sentence(rng: random.Random, pronoun: str) -> Tuple[str, str]:
     ])
 
 
-def _sense_sentence(rng: random.Random, word: str, topic: str) -> Tuple[str, str]:
-    gender, senses = SENSE_WORDS[word]
+def _sense_sentence(rng: random.Random, word: str, gender: str, senses: Dict[str, str], topic: str,
+                    lexicon: Lexicon) -> Tuple[str, str]:
     noun, nom, acc = senses[topic], DEFINITE_NOM[gender], DEFINITE_ACC[gender]
-    a, a_de = _adjective(rng)
+    a, a_de = _adjective(rng, lexicon)
     return rng.choice([
         (f"the {word} was {a} .", f"{nom} {noun} war {a_de} ."),
         (f"the {word} was very {a} .", f"{nom} {noun} war sehr {a_de} ."),
@@ -145,20 +223,23 @@ def _sense_sentence(rng: random.Random, word: str, topic: str) -> Tuple[str, str
     ])
 
 
-def _document(rng: random.Random, num_sentences: int) -> Document:
-    """Topic sentence, then shuffled blocks: pronoun blocks (noun, 0-2 fillers, "it") and sense
-    sentences, half of the blocks each, so about half the sentences hold a context word."""
+def _document(rng: random.Random, num_sentences: int, shape: DocumentShape = DocumentShape()) -> Document:
+    """Topic sentence, then shuffled blocks: pronoun blocks (noun, fillers, "it") and sense
+    sentences (by default half of the blocks each, so about half the sentences hold a context
+    word)."""
     if num_sentences < 1:
         raise ValueError("a document needs at least one sentence")
+    lexicon = lexicon_of(shape.sense_words, shape.adjectives)
+    pronoun_chance = 1 - shape.sense_block_chance()
     topic = rng.choice(TOPICS)
     remaining, blocks = num_sentences - 1, []  # block: ("sense",) or ("pronoun", distance)
     if remaining >= 3:  # at least one of each phenomenon where the length allows
-        distance = min(rng.randint(1, 3), remaining - 2)
+        distance = min(rng.randint(1, shape.max_pronoun_distance), remaining - 2)
         blocks += [("pronoun", distance), ("sense",)]
         remaining -= distance + 2
     while remaining > 0:
-        distance = rng.randint(1, 3)
-        if rng.random() < 0.5 and distance < remaining:  # a pronoun block of distance + 1 sentences
+        distance = rng.randint(1, shape.max_pronoun_distance)
+        if rng.random() < pronoun_chance and distance < remaining:  # a block of distance + 1 sentences
             blocks.append(("pronoun", distance))
             remaining -= distance + 1
         else:
@@ -169,11 +250,10 @@ def _document(rng: random.Random, num_sentences: int) -> Document:
     items: List[ContextWord] = []
     for block in blocks:
         if block[0] == "sense":
-            word = rng.choice(sorted(SENSE_WORDS))
-            senses = SENSE_WORDS[word][1]
+            word, (gender, senses) = rng.choice(lexicon.sense_words)
             items.append(ContextWord(len(pairs), "sense", senses[topic],
                                      [senses[t] for t in TOPICS if t != topic], len(pairs)))
-            pairs.append(_sense_sentence(rng, word, topic))
+            pairs.append(_sense_sentence(rng, word, gender, senses, topic, lexicon))
         else:
             gender = rng.choice(GENDERS)
             noun = rng.choice(sorted(n for n, (_, g) in NOUNS.items() if g == gender))
@@ -181,18 +261,19 @@ def _document(rng: random.Random, num_sentences: int) -> Document:
             pairs.extend(_filler(rng) for _ in range(block[1] - 1))
             items.append(ContextWord(len(pairs), "pronoun", PRONOUNS[gender],
                                      [PRONOUNS[g] for g in GENDERS if g != gender], block[1]))
-            pairs.append(_pronoun_sentence(rng, PRONOUNS[gender]))
+            pairs.append(_pronoun_sentence(rng, PRONOUNS[gender], lexicon))
     assert len(pairs) == num_sentences
     return Document([s for s, _ in pairs], [t for _, t in pairs], items)
 
 
-def generate_documents(num_documents: int, seed: int, min_sentences: int = 4,
-                       max_sentences: int = 8) -> List[Document]:
-    """``num_documents`` documents of ``min_sentences`` to ``max_sentences`` sentences (uniform)."""
+def generate_documents(num_documents: int, seed: int, min_sentences: int = 4, max_sentences: int = 8,
+                       shape: DocumentShape = DocumentShape()) -> List[Document]:
+    """``num_documents`` documents of ``min_sentences`` to ``max_sentences`` sentences (uniform)
+    of ``shape``."""
     if not 1 <= min_sentences <= max_sentences:
         raise ValueError("need 1 <= min_sentences <= max_sentences")
     rng = random.Random(seed)
-    return [_document(rng, rng.randint(min_sentences, max_sentences)) for _ in range(num_documents)]
+    return [_document(rng, rng.randint(min_sentences, max_sentences), shape) for _ in range(num_documents)]
 
 
 def generate_long_document(num_sentences: int, seed: int) -> Document:
@@ -263,6 +344,28 @@ def contrastive_items(documents: Sequence[Document]) -> List[dict]:
     return entries
 
 
+def add_shape_options(parser: argparse.ArgumentParser) -> None:
+    """``DocumentShape``'s fields as command-line options (defaults: the quickstart's documents)."""
+    default = DocumentShape()
+    parser.add_argument("--max-pronoun-distance", type=int, default=default.max_pronoun_distance,
+                        help="'it' comes 1 to this many sentences after its noun (default: %(default)s)")
+    parser.add_argument("--sense-rate", type=float, default=default.sense_rate,
+                        help="share of a document's later sentences holding an ambiguous word, about "
+                        "(default: half the blocks, about a quarter of the sentences)")
+    parser.add_argument("--sense-words", type=int, default=default.sense_words,
+                        help="how many ambiguous words, made-up ones beyond the %(default)s listed")
+    parser.add_argument("--adjectives", type=int, default=default.adjectives,
+                        help="how many adjectives, made-up ones beyond the %(default)s listed")
+
+
+def shape_of(parser: argparse.ArgumentParser, args) -> DocumentShape:
+    """The ``DocumentShape`` of ``add_shape_options``'s options (a parser error if out of range)."""
+    try:
+        return DocumentShape(args.max_pronoun_distance, args.sense_rate, args.sense_words, args.adjectives)
+    except ValueError as error:
+        parser.error(str(error))
+
+
 def main(argv: Sequence[str] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--documents", type=int, required=True)
@@ -270,10 +373,11 @@ def main(argv: Sequence[str] = None) -> None:
     parser.add_argument("--output-prefix", required=True)
     parser.add_argument("--min-sentences", type=int, default=4)
     parser.add_argument("--max-sentences", type=int, default=8)
+    add_shape_options(parser)
     parser.add_argument("--source-lang", default="en")
     parser.add_argument("--target-lang", default="de")
     args = parser.parse_args(argv)
-    docs = generate_documents(args.documents, args.seed, args.min_sentences, args.max_sentences)
+    docs = generate_documents(args.documents, args.seed, args.min_sentences, args.max_sentences, shape_of(parser, args))
     write_documents(docs, args.output_prefix, args.source_lang, args.target_lang)
 
 

@@ -186,3 +186,60 @@ def test_long_document_has_exact_length(length):
     if length >= 100:
         assert 0.4 <= len(doc.context_words) / length <= 0.6
         assert max(i.distance for i in doc.context_words if i.phenomenon == "sense") > length // 2
+
+
+LONG_RANGE_SHAPE = synthetic.DocumentShape(max_pronoun_distance=1, sense_rate=0.2, sense_words=40, adjectives=60)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.2, 0.4])
+def test_a_shape_sets_how_often_a_sentence_holds_an_ambiguous_word(rate):
+    shape = synthetic.DocumentShape(max_pronoun_distance=1, sense_rate=rate)
+    documents = synthetic.generate_documents(300, seed=5, min_sentences=20, max_sentences=40, shape=shape)
+    later_sentences = sum(len(doc.source) - 1 for doc in documents)
+    assert abs(len(items(documents, "sense")) / later_sentences - rate) <= 0.05
+    assert {item.distance for _, item in items(documents, "pronoun")} == {1}
+
+
+def test_a_shape_adds_made_up_words_whose_sense_only_the_first_sentence_fixes():
+    documents = synthetic.generate_documents(400, seed=6, min_sentences=4, max_sentences=40, shape=LONG_RANGE_SHAPE)
+    lexicon = synthetic.lexicon_of(40, 60)
+    senses = dict(lexicon.sense_words)
+    assert len(senses) == 40 and set(synthetic.SENSE_WORDS) < set(senses)
+    assert len(lexicon.adjectives) == 60 and set(synthetic.ADJECTIVES.items()) < set(lexicon.adjectives)
+    target_words = [word for _, (_, both) in lexicon.sense_words for word in both.values()]
+    target_words += [german for _, german in lexicon.adjectives]
+    assert len(set(target_words)) == len(target_words)  # no two words, sense or adjective, alike
+    assert not {english for english, _ in lexicon.adjectives} & set(senses)
+    topic_of = {s: t for t, pairs in synthetic.TOPIC_SENTENCES.items() for s, _ in pairs}
+    used = set()
+    for doc in documents:
+        for _, item in items([doc], "sense"):
+            word = [w for w in doc.source[item.sentence].split() if w in senses]
+            assert len(word) == 1 and item.distance == item.sentence
+            assert item.correct == senses[word[0]][1][topic_of[doc.source[0]]]
+            assert item.alternatives == [sense for sense in senses[word[0]][1].values() if sense != item.correct]
+            assert item.correct in doc.target[item.sentence].split()
+            used.add(word[0])
+    assert used == set(senses)
+    again = synthetic.generate_documents(50, seed=99, min_sentences=4, max_sentences=40, shape=LONG_RANGE_SHAPE)
+    assert {w for d in again for s in d.source for w in s.split()} <= {
+        w for d in documents for s in d.source for w in s.split()}  # one lexicon for every seed
+
+
+@pytest.mark.parametrize("fields", [dict(max_pronoun_distance=0), dict(sense_rate=0.0), dict(sense_rate=1.0),
+                                    dict(sense_words=0), dict(adjectives=1)])
+def test_a_shape_out_of_range_is_refused(fields):
+    with pytest.raises(ValueError):
+        synthetic.DocumentShape(**fields)
+
+
+def test_cli_takes_the_shape(tmp_path):
+    prefix = str(tmp_path / "shaped")
+    subprocess.run([sys.executable, PATH, "--documents", "5", "--seed", "9", "--output-prefix", prefix,
+                    "--max-pronoun-distance", "1", "--sense-rate", "0.2", "--sense-words", "40",
+                    "--adjectives", "60"], check=True, cwd=str(tmp_path))
+    documents = synthetic.generate_documents(5, 9, shape=LONG_RANGE_SHAPE)
+    assert open(f"{prefix}.en", encoding="utf-8").read() == "\n\n".join("\n".join(d.source) for d in documents) + "\n"
+    refused = subprocess.run([sys.executable, PATH, "--documents", "5", "--seed", "9", "--output-prefix", prefix,
+                              "--sense-rate", "1.5"], capture_output=True, text=True, cwd=str(tmp_path))
+    assert refused.returncode == 2 and "sense_rate 1.5" in refused.stderr
