@@ -1,27 +1,42 @@
-"""How fast the memory model learns long-range context, by how far its training gradient reaches.
+"""How fast the memory model learns long-range context, beside the systems it is compared with.
 
     python examples/learn_to_remember/long_range_learning.py [--workdir runs/long_range] [--variants drop:1,recompute:1,recompute:2,recompute:4]
 
 Synthetic documents (``memory_nmt/evaluation/synthetic.py``) of --min-sentences to
 --max-sentences sentences, in which an ambiguous word's sense ("plant": pflanze or fabrik) is
-fixed only by the document's first sentence, train ``transformer_recurrent_memory_small`` (the
-quickstart's model, or --model-args) with fairseq-train once per variant ACROSS:K, that is
-``--gradient-across-windows ACROSS --gradient-reach K`` (``memory_nmt/pipeline/truncation.py``):
-``drop:1`` is the behaviour before the option existed (a window's first sentence sends nothing
-into the window before), ``recompute:1`` the paper's contract across windows, ``recompute:2`` and
-``recompute:4`` reach further. Every variant starts from the same seed and sees the same
-batches; a checkpoint is kept every epoch.
+fixed only by the document's first sentence and a pronoun's form by its noun 1 to
+--max-pronoun-distance sentences back, train with fairseq-train once per variant:
 
-Each checkpoint scores the held-out documents' sense words contrastively (teacher forced on the
-reference context, ``memory_nmt/evaluation/contrastive.py``: right when the correct sense scores
-above the other; chance is 50%), split by how far back the first sentence is. Training target
-tokens are epochs times the training split's target tokens (end of sentence included): every
-sentence is trained on exactly once per epoch.
+- ``ACROSS:K``: ``transformer_recurrent_memory_small`` (the quickstart's model, or --model-args)
+  with ``--gradient-across-windows ACROSS --gradient-reach K`` (``memory_nmt/pipeline/truncation.py``):
+  ``drop:1`` is the behaviour before the option existed (a window's first sentence sends nothing
+  into the window before), ``recompute:1`` the paper's contract across windows, ``recompute:2`` and
+  ``recompute:4`` reach further; --memory-args adds options (a window, a batch size);
+- ``sentence``: fairseq's ``transformer`` on the sentences alone (no context: chance);
+- ``local_global``: ``transformer_local_global_small`` on chunks of 20 sentences (no context
+  from beyond its chunk).
 
-Printed: one row per variant and epoch, the accuracy on the sense words whose cue is 1 sentence
-back, 2 to --long-range − 1 back, and --long-range or more back; plotted (--plot): the accuracy
-on the last of these against training target tokens, one line per variant. Results are kept in
---workdir: a rerun trains and scores only what is missing.
+Every variant has the same size, starts from the same seed and sees every training sentence once
+an epoch, so equal epochs are equal training target tokens; a checkpoint is kept every epoch.
+--sense-rate, --sense-words and --adjectives make a cued word as rare as names and terms are in
+real documents (the document generator's ``DocumentShape``).
+
+Each checkpoint scores the held-out documents' context words contrastively (teacher forced on the
+reference context, ``memory_nmt/evaluation/contrastive.py``: right when the correct word scores
+above the others; chance is 1/3 for a pronoun, 50% for a sense), the sense words split by how far
+back the first sentence is. Training target tokens are epochs times the training split's target
+tokens (end of sentence included).
+
+Printed: one row per variant and epoch, the accuracy on the pronouns and on the sense words whose
+cue is 1 sentence back, 2 to --long-range − 1 back, and --long-range or more back; plotted
+(--plot): the accuracy on the last of these against training target tokens, one line per
+variant. Then how many training sense words an epoch send gradient into their cue, the first
+sentence, at each memory variant's reach (those at most K sentences after it: the first
+sentence's write is trained by no other loss). With --probe, each memory variant's last
+checkpoint is probed (``memory_nmt/evaluation/cue_probe.py``): whether the first sentence's
+cue is written into the memory, and whether the topic can still be told from the memory that
+later sentences read. Results are kept in --workdir: a rerun trains and scores only what is
+missing.
 """
 import argparse
 import json
@@ -35,8 +50,16 @@ import matplotlib  # before fairseq, whose import leaves the root logger at DEBU
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from memory_nmt.evaluation import contrastive  # noqa: E402
-from memory_nmt.evaluation.synthetic import contrastive_items, generate_documents, write_documents  # noqa: E402
+from memory_nmt.evaluation import contrastive, cue_probe  # noqa: E402
+from memory_nmt.evaluation.synthetic import (  # noqa: E402
+    TOPIC_SENTENCES,
+    TOPICS,
+    add_shape_options,
+    contrastive_items,
+    generate_documents,
+    shape_of,
+    write_documents,
+)
 from memory_nmt.pipeline.truncation import GRADIENT_ACROSS_WINDOWS  # noqa: E402
 from memory_nmt_tools.experiments import MODEL_ARGS, StepError, preprocess, run_saving_stdout  # noqa: E402
 from memory_nmt_tools.paths import check_paths  # noqa: E402
@@ -45,9 +68,15 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "memory_nmt"
 
 SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
+SYSTEMS = {  # variant -> its task, architecture and criterion
+    "memory": ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
+               "--criterion", "document_label_smoothed_cross_entropy"],
+    "sentence": ["--task", "translation", "--arch", "transformer", "--criterion", "label_smoothed_cross_entropy",
+                 "--required-batch-size-multiple", "1"],
+    "local_global": ["--task", "document_translation", "--arch", "transformer_local_global_small",
+                     "--criterion", "document_label_smoothed_cross_entropy"],
+}
 TRAINING_ARGS = [
-    "--arch", "transformer_recurrent_memory_small",
-    "--task", "document_translation", "--criterion", "document_label_smoothed_cross_entropy",
     "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
     "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
     "--warmup-init-lr", "1e-7", "--label-smoothing", "0.1", "--disable-validation",
@@ -56,22 +85,36 @@ TRAINING_ARGS = [
 
 
 def parse_variants(text):
+    """The variants' names: the memory model's ACROSS:K, or another system's name."""
     variants = []
     for part in text.split(","):
         across, _, reach = part.partition(":")
-        if across not in GRADIENT_ACROSS_WINDOWS or not reach.isdigit():
-            raise argparse.ArgumentTypeError(
-                f"{part!r} is not ACROSS:K (ACROSS one of {', '.join(GRADIENT_ACROSS_WINDOWS)}, K 0 or more)"
-            )
-        variants.append((across, int(reach)))
+        if part not in SYSTEMS or part == "memory":
+            if across not in GRADIENT_ACROSS_WINDOWS or not reach.isdigit():
+                raise argparse.ArgumentTypeError(
+                    f"{part!r} is neither ACROSS:K (ACROSS one of {', '.join(GRADIENT_ACROSS_WINDOWS)}, K 0 or more) "
+                    f"nor one of {', '.join(name for name in SYSTEMS if name != 'memory')}"
+                )
+        variants.append(part)
     return variants
+
+
+def variant_options(args, variant: str):
+    """The fairseq-train options that make ``variant``: its system's, and a memory model's
+    gradient options, window and --memory-args (last, so that they count)."""
+    if variant in SYSTEMS:
+        return SYSTEMS[variant], []
+    across, _, reach = variant.partition(":")
+    return SYSTEMS["memory"], ["--gradient-across-windows", across, "--gradient-reach", reach,
+                               "--optimization-window", args.optimization_window, *shlex.split(args.memory_args)]
 
 
 def prepare(args, work: Path):
     """The corpus, binarized as the quickstart binarizes its own (once); the test documents;
     and the training split's target tokens."""
     documents = {
-        split: generate_documents(count, args.seed + SPLIT_SEEDS[split], args.min_sentences, args.max_sentences)
+        split: generate_documents(count, args.seed + SPLIT_SEEDS[split], args.min_sentences, args.max_sentences,
+                                  args.shape)
         for split, count in (("train", args.documents), ("valid", 10), ("test", args.test_documents))
     }
     data = work / "data-bin"
@@ -80,43 +123,41 @@ def prepare(args, work: Path):
             write_documents(docs, str(work / "corpus" / split))
         preprocess(work)
     target_tokens = sum(len(sentence.split()) + 1 for doc in documents["train"] for sentence in doc.target)
-    return data, documents["test"], target_tokens
+    return data, documents, target_tokens
 
 
-def sense_items(documents, work: Path):
-    """The contrastive items of the documents' sense words (the pronouns are left out)."""
-    entries = [
-        entry for entry, word in zip(contrastive_items(documents), (w for d in documents for w in d.context_words))
-        if word.phenomenon == "sense"
-    ]
-    path = work / "sense_words.json"
-    path.write_text(json.dumps(entries), encoding="utf-8")
-    return contrastive.read_voita_json(path)
+def context_items(documents, work: Path):
+    """The contrastive items of the documents' context words, and each one's phenomenon."""
+    path = work / "context_words.json"
+    path.write_text(json.dumps(contrastive_items(documents)), encoding="utf-8")
+    phenomena = [word.phenomenon for document in documents for word in document.context_words]
+    return contrastive.read_voita_json(path), phenomena
 
 
-def train(args, data: Path, directory: Path, across: str, reach: int):
+def train(args, data: Path, directory: Path, variant: str):
     log = directory / "train.log"
     if log.exists():
         print(f"  training: {log} exists, skipped")
         return
     directory.mkdir(parents=True, exist_ok=True)
-    run_saving_stdout(f"training {across}:{reach}", [
-        sys.executable, "-m", "fairseq_cli.train", str(data), "--user-dir", str(PLUGIN), *TRAINING_ARGS,
-        *shlex.split(args.model_args),
-        "--max-tokens", str(args.max_tokens), "--optimization-window", args.optimization_window,
-        "--max-epoch", str(args.epochs), "--seed", str(args.seed),
-        "--gradient-across-windows", across, "--gradient-reach", str(reach),
-        "--save-dir", str(directory / "checkpoints"), *(["--cpu"] if args.device == "cpu" else []),
+    system, memory = variant_options(args, variant)
+    run_saving_stdout(f"training {variant}", [
+        sys.executable, "-m", "fairseq_cli.train", str(data), "--user-dir", str(PLUGIN), *system,
+        *TRAINING_ARGS, *shlex.split(args.model_args), "--max-tokens", str(args.max_tokens),
+        "--max-epoch", str(args.epochs), "--seed", str(args.seed), "--save-dir", str(directory / "checkpoints"),
+        *(["--cpu"] if args.device == "cpu" else []), *memory,
     ], log)
 
 
-def bucket(distance: int, long_range: int) -> str:
+def bucket(phenomenon: str, distance: int, long_range: int) -> str:
+    if phenomenon == "pronoun":
+        return "pronoun"
     if distance == 1:
         return "1 back"
     return f"2-{long_range - 1} back" if distance < long_range else f">={long_range} back"
 
 
-def score(args, data: Path, directory: Path, items):
+def score(args, data: Path, directory: Path, items, phenomena):
     """{epoch: {bucket: (right, total)}} of every epoch checkpoint, kept in scores.json."""
     from memory_nmt_tools.contrastive_eval import load
 
@@ -127,8 +168,8 @@ def score(args, data: Path, directory: Path, items):
             continue
         model, task, _ = load(directory / "checkpoints" / f"checkpoint{epoch}.pt", data, args.device == "cuda")
         counts = {}
-        for item, item_scores in zip(items, contrastive.score_items(model, task, items)):
-            right_total = counts.setdefault(bucket(item.distance, args.long_range), [0, 0])
+        for item, phenomenon, item_scores in zip(items, phenomena, contrastive.score_items(model, task, items)):
+            right_total = counts.setdefault(bucket(phenomenon, item.distance, args.long_range), [0, 0])
             right_total[0] += int(contrastive.is_right(item, item_scores))
             right_total[1] += 1
         scores[str(epoch)] = counts
@@ -136,10 +177,62 @@ def score(args, data: Path, directory: Path, items):
     return {int(epoch): counts for epoch, counts in scores.items()}
 
 
-def format_table(results, target_tokens, long_range):
+def cue_gradients(documents, variants) -> str:
+    """How many training sense words an epoch send gradient into the first sentence, per reach."""
+    reaches = sorted({int(variant.partition(":")[2]) for variant in variants if variant not in SYSTEMS})
+    distances = [word.distance for document in documents for word in document.context_words
+                 if word.phenomenon == "sense"]
+    counts = ", ".join(f"reach {k}: {sum(d <= k for d in distances)}" for k in reaches)
+    return (f"training sense words an epoch whose loss reaches their cue (the first sentence), of "
+            f"{len(distances)}: {counts}") if reaches else ""
+
+
+def topic_cues():
+    """The first sentences' words that only one topic's first sentences hold, by side."""
+    cues = {}
+    for side, index in (("encoder", 0), ("decoder", 1)):
+        words = {topic: {w for pair in TOPIC_SENTENCES[topic] for w in pair[index].split()} for topic in TOPICS}
+        cues[side] = set.symmetric_difference(*words.values())
+    return cues
+
+
+def probe(args, data: Path, directory: Path, documents) -> dict:
+    """``cue_probe.probe`` of the last epoch's checkpoint, kept in probe.json."""
+    path = directory / "probe.json"
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    from memory_nmt.evaluation.memory_attention import load_model
+
+    model, task = load_model(directory / "checkpoints" / f"checkpoint{args.epochs}.pt", data)
+    task.load_dataset("test")
+    dictionaries = {"encoder": task.source_dictionary, "decoder": task.target_dictionary}
+    cue_ids = {side: {dictionaries[side].index(word) for word in words} for side, words in topic_cues().items()}
+    topic_of = {source: TOPICS.index(topic) for topic, pairs in TOPIC_SENTENCES.items() for source, _ in pairs}
+    topics = [topic_of[document.source[0]] for document in documents]
+    result = cue_probe.probe(model, task.dataset("test"), topics, cue_ids,
+                             lambda distance: bucket("sense", distance, args.long_range))
+    path.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return result
+
+
+def format_probes(probes, long_range) -> str:
     buckets = ["1 back", f"2-{long_range - 1} back", f">={long_range} back"]
-    lines = [f"sense-word accuracy (contrastive, chance 50%) by how far back the first sentence is; "
-             f"{target_tokens} training target tokens an epoch",
+    lines = ["probe of the last checkpoint: Update Attention on the first sentence's cue words (x their share of "
+             "its tokens), and the topic told from the memory read d sentences later (nearest centroid, chance 50%)",
+             f"  {'variant':<14}{'layer':<12}{'cue weight':>12}" + "".join(f"{b:>16}" for b in buckets)]
+    for variant, layers in probes.items():
+        for layer, found in layers.items():
+            weight = f"{found['written']:.2f}" if found["written"] is not None else "-"
+            cells = [f"{100 * found['kept'][b][0] / found['kept'][b][1]:.1f}%" if b in found["kept"] else "-"
+                     for b in buckets]
+            lines.append(f"  {variant:<14}{layer:<12}{weight:>12}" + "".join(f"{c:>16}" for c in cells))
+    return "\n".join(lines)
+
+
+def format_table(results, target_tokens, long_range):
+    buckets = ["pronoun", "1 back", f"2-{long_range - 1} back", f">={long_range} back"]
+    lines = [f"contrastive accuracy on the pronouns (chance 1/3) and on the sense words (chance 50%) by how far "
+             f"back the first sentence is; {target_tokens} training target tokens an epoch",
              f"  {'variant':<14}{'epoch':>6}{'tgt tokens':>12}" + "".join(f"{b:>16}" for b in buckets)]
     for variant, by_epoch in results.items():
         for epoch, counts in sorted(by_epoch.items()):
@@ -173,11 +266,15 @@ def parse_args(argv=None):
     parser.add_argument("--workdir", type=Path, default=ROOT / "runs" / "long_range",
                         help="where the corpus, checkpoints and scores go, created if missing (default: %(default)s)")
     parser.add_argument("--variants", type=parse_variants, default="drop:1,recompute:1,recompute:2,recompute:4",
-                        help="comma-separated ACROSS:K, --gradient-across-windows ACROSS --gradient-reach K")
+                        help="comma-separated: the memory model's ACROSS:K (--gradient-across-windows ACROSS "
+                        "--gradient-reach K), 'sentence' (the transformer), 'local_global'")
+    parser.add_argument("--memory-args", default="", help="more fairseq-train options of the memory model's "
+                        "variants (e.g. '--max-tokens 1024', the last of an option counting)")
     parser.add_argument("--documents", type=int, default=500, help="training documents")
     parser.add_argument("--test-documents", type=int, default=200)
     parser.add_argument("--min-sentences", type=int, default=8)
     parser.add_argument("--max-sentences", type=int, default=12)
+    add_shape_options(parser)
     parser.add_argument("--long-range", type=int, default=4, help="sentences back from which a cue is long-range")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--model-args", default=shlex.join(MODEL_ARGS),
@@ -186,12 +283,15 @@ def parse_args(argv=None):
     parser.add_argument("--optimization-window", default="1-8")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--probe", action="store_true", help="probe each memory variant's last checkpoint: "
+                        "is the first sentence's cue written into the memory, and is it kept")
     parser.add_argument("--plot", type=Path, help="where to save the plot, in an existing folder "
                         "(default WORKDIR/long_range.png)")
     args = parser.parse_args(argv)
     if args.long_range < 2:
         parser.error("--long-range must be 2 or more (1 back is its own column)")
     args.plot = args.plot or args.workdir / "long_range.png"
+    args.shape = shape_of(parser, args)
     check_paths(parser, plots=[("--plot", args.plot)], workdirs=[("--workdir", args.workdir)])
     return args
 
@@ -200,16 +300,20 @@ def main(argv=None):
     args = parse_args(argv)
     logging.getLogger().setLevel(logging.WARNING)  # fairseq's INFO lines would bury the table
     work = args.workdir
-    data, test_documents, target_tokens = prepare(args, work)
-    items = sense_items(test_documents, work)
+    data, documents, target_tokens = prepare(args, work)
+    items, phenomena = context_items(documents["test"], work)
     results = {}
-    for across, reach in args.variants:
-        variant = f"{across}:{reach}"
+    for variant in args.variants:
         directory = work / variant.replace(":", "-")
         print(f"{variant}:", flush=True)
-        train(args, data, directory, across, reach)
-        results[variant] = score(args, data, directory, items)
-    table = format_table(results, target_tokens, args.long_range)
+        train(args, data, directory, variant)
+        results[variant] = score(args, data, directory, items, phenomena)
+    table = "\n".join(filter(None, [format_table(results, target_tokens, args.long_range),
+                                     cue_gradients(documents["train"], args.variants)]))
+    if args.probe:
+        probes = {variant: probe(args, data, work / variant.replace(":", "-"), documents["test"])
+                  for variant in args.variants if variant not in SYSTEMS}
+        table += "\n" + format_probes(probes, args.long_range)
     print(table)
     (work / "long_range.txt").write_text(table + "\n", encoding="utf-8")
     plot(results, target_tokens, args.long_range, args.plot)

@@ -307,39 +307,105 @@ def test_information_gain_command_prints_every_layer(memory_model, data_bin, cap
     assert set(gain["layers"]) == set(model.memory_units())
 
 
-def test_long_range_items_are_the_sense_words_with_their_cue_distance(tmp_path):
+# --- long-range learning and its probe ----------------------------------------------------
+
+def test_nearest_centroid_tells_the_topic_by_the_even_documents_centroids():
+    from memory_nmt.evaluation.cue_probe import nearest_centroid
+
+    kept = [(number, number % 3 % 2, torch.tensor([float(number % 3 % 2), 0.1 * number])) for number in range(12)]
+    assert nearest_centroid(kept) == (6, 6)
+    swapped = [(n, t, m) if n % 2 == 0 else (n, 1 - t, m) for n, t, m in kept]  # the odd ones' topics swapped
+    assert nearest_centroid(swapped) == (0, 6)
+    assert nearest_centroid([(n, 0, m) if n % 2 == 0 else (n, t, m) for n, t, m in kept]) is None  # one topic fitted
+
+
+def test_probe_weighs_the_cue_as_the_attention_maps_and_tells_a_kept_topic(memory_model, monkeypatch):
+    from memory_nmt.evaluation import cue_probe
+    from memory_nmt.evaluation.synthetic import generate_documents
+
+    _, model, task = memory_model
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    documents = generate_documents(6, seed=3, min_sentences=2, max_sentences=6)  # conftest's test split
+    cue_words = long_range_learning.topic_cues()
+    cue_ids = {"encoder": {task.source_dictionary.index(w) for w in cue_words["encoder"]},
+               "decoder": {task.target_dictionary.index(w) for w in cue_words["decoder"]}}
+    topic_of = {s: t for t, pairs in enumerate(long_range_learning.TOPIC_SENTENCES.values()) for s, _ in pairs}
+    topics = [topic_of[d.source[0]] for d in documents]
+    found = cue_probe.probe(model, dataset, topics[:1], cue_ids, lambda d: "1 back" if d == 1 else "later")
+    assert set(found) == set(model.memory_units())
+    for name, layer in found.items():
+        side = name.split(".")[0]
+        maps = memory_attention_maps.attention_maps(model, task, "test", dataset.documents[0].doc_id, 1, layer=name)
+        tokens = [(task.source_dictionary if side == "encoder" else task.target_dictionary).index(t)
+                  for t in maps["update_tokens"]]
+        cue = torch.tensor([t in cue_ids[side] for t in tokens])
+        assert cue.any()
+        expected = maps["update"][:, cue].sum(-1).mean().item() / (cue.sum().item() / len(tokens))
+        assert layer["written"] == pytest.approx(expected, rel=1e-5)
+
+    def walk_remembering_the_topic(model, dataset, document):
+        carries = cue_probe.teacher_forced_carries(model, dataset, range(document.first, document.first + document.length))
+        topic = topics[dataset.documents.index(document)]
+        for _, carry in carries:
+            for name in carry.memory:
+                carry.memory[name] = torch.full_like(carry.memory[name], float(topic)) + 0.01 * torch.randn_like(carry.memory[name])
+        return carries
+
+    monkeypatch.setattr(cue_probe, "walk_document", walk_remembering_the_topic)
+    found = cue_probe.probe(model, dataset, topics, cue_ids, lambda d: "any")
+    odd_rows = sum(d.length - 1 for d in dataset.documents[1::2])
+    for layer in found.values():
+        assert layer["kept"]["any"] == (odd_rows, odd_rows)
+
+
+def test_long_range_items_are_the_context_words_with_their_cue_distance(tmp_path):
     from memory_nmt.evaluation.synthetic import generate_documents
 
     documents = generate_documents(20, seed=3, min_sentences=6, max_sentences=9)
-    items = long_range_learning.sense_items(documents, tmp_path)
-    words = [w for d in documents for w in d.context_words if w.phenomenon == "sense"]
-    assert len(items) == len(words) > 0
+    items, phenomena = long_range_learning.context_items(documents, tmp_path)
+    words = [w for d in documents for w in d.context_words]
+    assert len(items) == len(words) and phenomena == [w.phenomenon for w in words]
+    assert {"sense", "pronoun"} == set(phenomena)
     for item, word in zip(items, words):
-        assert item.distance == word.sentence == len(item.context_source)
-        correct, wrong = item.candidates[item.correct].split(), item.candidates[1 - item.correct].split()
-        assert [(a, b) for a, b in zip(correct, wrong) if a != b] == [(word.correct, word.alternatives[0])]
-    assert long_range_learning.bucket(1, 4) == "1 back"
-    assert long_range_learning.bucket(3, 4) == "2-3 back" and long_range_learning.bucket(4, 4) == ">=4 back"
+        assert item.distance == word.distance and len(item.context_source) == word.sentence
+        correct = item.candidates[item.correct].split()
+        for wrong, alternative in zip(item.candidates[1:], word.alternatives):
+            assert [(a, b) for a, b in zip(correct, wrong.split()) if a != b] == [(word.correct, alternative)]
+    bucket = long_range_learning.bucket
+    assert bucket("sense", 1, 4) == "1 back" and bucket("pronoun", 3, 4) == "pronoun"
+    assert bucket("sense", 3, 4) == "2-3 back" and bucket("sense", 4, 4) == ">=4 back"
 
 
 def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path, capsys):
     argv = [
-        "--workdir", str(tmp_path), "--variants", "drop:1,recompute:2", "--documents", "6",
+        "--workdir", str(tmp_path), "--variants", "drop:1,recompute:2,sentence,local_global", "--documents", "6",
         "--test-documents", "4", "--min-sentences", "5", "--max-sentences", "6", "--epochs", "2",
-        "--model-args", " ".join(TINY_DIMS), "--max-tokens", "200",
+        "--model-args", " ".join(TINY_DIMS), "--max-tokens", "200", "--memory-args", "--max-tokens 150",
+        "--max-pronoun-distance", "1", "--sense-rate", "0.3",
     ]
     results = long_range_learning.main(argv)
-    assert list(results) == ["drop:1", "recompute:2"]
-    sense_words = len(long_range_learning.contrastive.read_voita_json(tmp_path / "sense_words.json"))
+    assert list(results) == ["drop:1", "recompute:2", "sentence", "local_global"]
+    items = long_range_learning.contrastive.read_voita_json(tmp_path / "context_words.json")
+    assert {item.distance for item in items if len(item.candidates) == 3} == {1}  # the pronouns
+    architectures = {}
     for variant, by_epoch in results.items():
         assert sorted(by_epoch) == [1, 2]
-        assert all(sum(total for _, total in counts.values()) == sense_words for counts in by_epoch.values())
-        across, reach = variant.split(":")
-        state = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / f"{across}-{reach}" / "checkpoints" / "checkpoint2.pt"))
-        assert (state["cfg"]["criterion"].gradient_across_windows, state["cfg"]["criterion"].gradient_reach) == (across, int(reach))
+        assert all(sum(total for _, total in counts.values()) == len(items) for counts in by_epoch.values())
+        state = checkpoint_utils.load_checkpoint_to_cpu(
+            str(tmp_path / variant.replace(":", "-") / "checkpoints" / "checkpoint2.pt"))
+        architectures[variant] = state["cfg"]["model"]._name
+        if ":" in variant:
+            across, reach = variant.split(":")
+            criterion = state["cfg"]["criterion"]
+            assert (criterion.gradient_across_windows, criterion.gradient_reach) == (across, int(reach))
+        assert state["cfg"]["dataset"].max_tokens == (150 if ":" in variant else 200)
+    assert architectures == {"drop:1": "transformer_recurrent_memory_small", "recompute:2": "transformer_recurrent_memory_small",
+                             "sentence": "transformer", "local_global": "transformer_local_global_small"}
     assert (tmp_path / "long_range.png").stat().st_size > 0
     capsys.readouterr()
     assert long_range_learning.main(argv) == results
-    assert capsys.readouterr().out.count("exists, skipped") == 2
-    with pytest.raises(SystemExit):
-        long_range_learning.parse_args(["--variants", "keep:1"])
+    assert capsys.readouterr().out.count("exists, skipped") == 4
+    for wrong in ("keep:1", "memory", "concat"):
+        with pytest.raises(SystemExit):
+            long_range_learning.parse_args(["--variants", wrong])
