@@ -32,10 +32,10 @@ cue is 1 sentence back, 2 to --long-range − 1 back, and --long-range or more b
 (--plot): the accuracy on the last of these against training target tokens, one line per
 variant. Then how many training sense words an epoch send gradient into their cue, the first
 sentence, at each memory variant's reach (those at most K sentences after it: the first
-sentence's write is trained by no other loss). With --probe, each memory variant's last
-checkpoint is probed (``memory_nmt/evaluation/cue_probe.py``): whether the first sentence's
-cue is written into the memory, and whether the topic can still be told from the memory that
-later sentences read. Results are kept in --workdir: a rerun trains and scores only what is
+sentence's write is trained by no other loss). With --probe-epochs, each memory variant's
+checkpoints of those epochs are probed (``memory_nmt/evaluation/cue_probe.py``): whether the
+first sentence's cue is written into the memory, and whether the topic can still be told from
+the memory that later sentences read. Results are kept in --workdir: a rerun trains and scores only what is
 missing.
 """
 import argparse
@@ -196,14 +196,14 @@ def topic_cues():
     return cues
 
 
-def probe(args, data: Path, directory: Path, documents) -> dict:
-    """``cue_probe.probe`` of the last epoch's checkpoint, kept in probe.json."""
-    path = directory / "probe.json"
+def probe(args, data: Path, directory: Path, epoch: int, documents) -> dict:
+    """``cue_probe.probe`` of the checkpoint of ``epoch``, kept in probe{epoch}.json."""
+    path = directory / f"probe{epoch}.json"
     if path.exists():
         return json.loads(path.read_text(encoding="utf-8"))
     from memory_nmt.evaluation.memory_attention import load_model
 
-    model, task = load_model(directory / "checkpoints" / f"checkpoint{args.epochs}.pt", data)
+    model, task = load_model(directory / "checkpoints" / f"checkpoint{epoch}.pt", data)
     task.load_dataset("test")
     dictionaries = {"encoder": task.source_dictionary, "decoder": task.target_dictionary}
     cue_ids = {side: {dictionaries[side].index(word) for word in words} for side, words in topic_cues().items()}
@@ -217,15 +217,15 @@ def probe(args, data: Path, directory: Path, documents) -> dict:
 
 def format_probes(probes, long_range) -> str:
     buckets = ["1 back", f"2-{long_range - 1} back", f">={long_range} back"]
-    lines = ["probe of the last checkpoint: Update Attention on the first sentence's cue words (x their share of "
-             "its tokens), and the topic told from the memory read d sentences later (nearest centroid, chance 50%)",
-             f"  {'variant':<14}{'layer':<12}{'cue weight':>12}" + "".join(f"{b:>16}" for b in buckets)]
-    for variant, layers in probes.items():
+    lines = ["probe: Update Attention on the first sentence's cue words (x their share of its tokens), and the "
+             "topic told from the memory read d sentences later (nearest centroid, chance 50%)",
+             f"  {'variant':<14}{'epoch':>6}  {'layer':<12}{'cue weight':>12}" + "".join(f"{b:>16}" for b in buckets)]
+    for (variant, epoch), layers in probes.items():
         for layer, found in layers.items():
             weight = f"{found['written']:.2f}" if found["written"] is not None else "-"
             cells = [f"{100 * found['kept'][b][0] / found['kept'][b][1]:.1f}%" if b in found["kept"] else "-"
                      for b in buckets]
-            lines.append(f"  {variant:<14}{layer:<12}{weight:>12}" + "".join(f"{c:>16}" for c in cells))
+            lines.append(f"  {variant:<14}{epoch:>6}  {layer:<12}{weight:>12}" + "".join(f"{c:>16}" for c in cells))
     return "\n".join(lines)
 
 
@@ -283,13 +283,16 @@ def parse_args(argv=None):
     parser.add_argument("--optimization-window", default="1-8")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--probe", action="store_true", help="probe each memory variant's last checkpoint: "
-                        "is the first sentence's cue written into the memory, and is it kept")
+    parser.add_argument("--probe-epochs", default=[], type=lambda text: [int(e) for e in text.split(",") if e],
+                        help="comma-separated epochs whose checkpoints of each memory variant to probe: is the "
+                        "first sentence's cue written into the memory, and is it kept")
     parser.add_argument("--plot", type=Path, help="where to save the plot, in an existing folder "
                         "(default WORKDIR/long_range.png)")
     args = parser.parse_args(argv)
     if args.long_range < 2:
         parser.error("--long-range must be 2 or more (1 back is its own column)")
+    if not all(1 <= epoch <= args.epochs for epoch in args.probe_epochs):
+        parser.error(f"--probe-epochs {','.join(map(str, args.probe_epochs))}: give epochs from 1 to --epochs {args.epochs}")
     args.plot = args.plot or args.workdir / "long_range.png"
     args.shape = shape_of(parser, args)
     check_paths(parser, plots=[("--plot", args.plot)], workdirs=[("--workdir", args.workdir)])
@@ -310,9 +313,9 @@ def main(argv=None):
         results[variant] = score(args, data, directory, items, phenomena)
     table = "\n".join(filter(None, [format_table(results, target_tokens, args.long_range),
                                      cue_gradients(documents["train"], args.variants)]))
-    if args.probe:
-        probes = {variant: probe(args, data, work / variant.replace(":", "-"), documents["test"])
-                  for variant in args.variants if variant not in SYSTEMS}
+    probes = {(variant, epoch): probe(args, data, work / variant.replace(":", "-"), epoch, documents["test"])
+              for variant in args.variants if variant not in SYSTEMS for epoch in args.probe_epochs}
+    if probes:
         table += "\n" + format_probes(probes, args.long_range)
     print(table)
     (work / "long_range.txt").write_text(table + "\n", encoding="utf-8")

@@ -382,9 +382,20 @@ def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path
         "--workdir", str(tmp_path), "--variants", "drop:1,recompute:2,sentence,local_global", "--documents", "6",
         "--test-documents", "4", "--min-sentences", "5", "--max-sentences", "6", "--epochs", "2",
         "--model-args", " ".join(TINY_DIMS), "--max-tokens", "200", "--memory-args", "--max-tokens 150",
-        "--max-pronoun-distance", "1", "--sense-rate", "0.3",
+        "--max-pronoun-distance", "1", "--sense-rate", "0.3", "--probe-epochs", "2",
     ]
     results = long_range_learning.main(argv)
+    printed = capsys.readouterr().out
+    probed = [line.split() for line in printed.split("probe:")[1].splitlines()[2:] if line.startswith("  ")]
+    assert [(row[0], row[1], row[2]) for row in probed] == [
+        (variant, "2", layer) for variant in ("drop:1", "recompute:2") for layer in ("encoder.1", "decoder.1")]
+    assert (tmp_path / "drop-1" / "probe2.json").exists() and not (tmp_path / "sentence" / "probe2.json").exists()
+    from memory_nmt.evaluation.synthetic import DocumentShape, generate_documents
+
+    train = generate_documents(6, seed=1, min_sentences=5, max_sentences=6, shape=DocumentShape(1, 0.3))
+    distances = [w.distance for d in train for w in d.context_words if w.phenomenon == "sense"]
+    assert (f"whose loss reaches their cue (the first sentence), of {len(distances)}: "
+            f"reach 1: {sum(d <= 1 for d in distances)}, reach 2: {sum(d <= 2 for d in distances)}") in printed
     assert list(results) == ["drop:1", "recompute:2", "sentence", "local_global"]
     items = long_range_learning.contrastive.read_voita_json(tmp_path / "context_words.json")
     assert {item.distance for item in items if len(item.candidates) == 3} == {1}  # the pronouns
@@ -406,6 +417,7 @@ def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path
     capsys.readouterr()
     assert long_range_learning.main(argv) == results
     assert capsys.readouterr().out.count("exists, skipped") == 4
-    for wrong in ("keep:1", "memory", "concat"):
+    for wrong in (["--variants", "keep:1"], ["--variants", "memory"], ["--variants", "concat"],
+                  ["--epochs", "2", "--probe-epochs", "3"], ["--sense-rate", "1"]):
         with pytest.raises(SystemExit):
-            long_range_learning.parse_args(["--variants", wrong])
+            long_range_learning.parse_args(wrong)
