@@ -40,9 +40,7 @@ SPLITS = {"train": 1000, "valid": 100, "test": 100}  # documents per split
 SPLIT_SEED_OFFSET = {"train": 0, "valid": 1000, "test": 2000}
 EPOCHS = 6
 MAX_TOKENS = 512
-# Sentence steps per update of the memory model, which trains in lanes: one, so that it learns context
-# far back early (docs/analyses.md#long-range-learning measured 1 against 1-8).
-WINDOW = "1"
+WINDOW = "2-4"  # sentence steps per update of the memory model, which trains in lanes
 TRAINING_ARGS = [
     "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
     "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
