@@ -293,7 +293,8 @@ def parse_args(argv=None):
     if args.long_range < 2:
         parser.error("--long-range must be 2 or more (1 back is its own column)")
     if not all(1 <= epoch <= args.epochs for epoch in args.probe_epochs):
-        parser.error(f"--probe-epochs {','.join(map(str, args.probe_epochs))}: give epochs from 1 to --epochs {args.epochs}")
+        parser.error(f"--probe-epochs {','.join(map(str, args.probe_epochs))}: "
+                     f"give epochs from 1 to --epochs {args.epochs}")
     args.plot = args.plot or args.workdir / "long_range.png"
     args.shape = shape_of(parser, args)
     check_paths(parser, plots=[("--plot", args.plot)], workdirs=[("--workdir", args.workdir)])

@@ -345,11 +345,13 @@ def test_probe_weighs_the_cue_as_the_attention_maps_and_tells_a_kept_topic(memor
         assert layer["written"] == pytest.approx(expected, rel=1e-5)
 
     def walk_remembering_the_topic(model, dataset, document):
-        carries = cue_probe.teacher_forced_carries(model, dataset, range(document.first, document.first + document.length))
+        sentences = range(document.first, document.first + document.length)
+        carries = cue_probe.teacher_forced_carries(model, dataset, sentences)
         topic = topics[dataset.documents.index(document)]
         for _, carry in carries:
             for name in carry.memory:
-                carry.memory[name] = torch.full_like(carry.memory[name], float(topic)) + 0.01 * torch.randn_like(carry.memory[name])
+                memory = carry.memory[name]
+                carry.memory[name] = torch.full_like(memory, float(topic)) + 0.01 * torch.randn_like(memory)
         return carries
 
     monkeypatch.setattr(cue_probe, "walk_document", walk_remembering_the_topic)
@@ -411,7 +413,8 @@ def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path
             criterion = state["cfg"]["criterion"]
             assert (criterion.gradient_across_windows, criterion.gradient_reach) == (across, int(reach))
         assert state["cfg"]["dataset"].max_tokens == (150 if ":" in variant else 200)
-    assert architectures == {"drop:1": "transformer_recurrent_memory_small", "recompute:2": "transformer_recurrent_memory_small",
+    memory = "transformer_recurrent_memory_small"
+    assert architectures == {"drop:1": memory, "recompute:2": memory,
                              "sentence": "transformer", "local_global": "transformer_local_global_small"}
     assert (tmp_path / "long_range.png").stat().st_size > 0
     capsys.readouterr()
