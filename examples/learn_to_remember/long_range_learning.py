@@ -35,8 +35,8 @@ sentence, at each memory variant's reach (those at most K sentences after it: th
 sentence's write is trained by no other loss). With --probe-epochs, each memory variant's
 checkpoints of those epochs are probed (``memory_nmt/evaluation/cue_probe.py``): whether the
 first sentence's cue is written into the memory, and whether the topic can still be told from
-the memory that later sentences read. Results are kept in --workdir: a rerun trains and scores only what is
-missing.
+the memory that later sentences read. Results are kept in --workdir: a rerun trains and scores
+only what is missing.
 """
 import argparse
 import json
@@ -68,9 +68,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "memory_nmt"
 
 SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
-SYSTEMS = {  # variant -> its task, architecture and criterion
-    "memory": ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
-               "--criterion", "document_label_smoothed_cross_entropy"],
+MEMORY = ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
+          "--criterion", "document_label_smoothed_cross_entropy"]  # the ACROSS:K variants' system
+SYSTEMS = {  # the other variants -> their task, architecture and criterion
     "sentence": ["--task", "translation", "--arch", "transformer", "--criterion", "label_smoothed_cross_entropy",
                  "--required-batch-size-multiple", "1"],
     "local_global": ["--task", "document_translation", "--arch", "transformer_local_global_small",
@@ -89,12 +89,11 @@ def parse_variants(text):
     variants = []
     for part in text.split(","):
         across, _, reach = part.partition(":")
-        if part not in SYSTEMS or part == "memory":
-            if across not in GRADIENT_ACROSS_WINDOWS or not reach.isdigit():
-                raise argparse.ArgumentTypeError(
-                    f"{part!r} is neither ACROSS:K (ACROSS one of {', '.join(GRADIENT_ACROSS_WINDOWS)}, K 0 or more) "
-                    f"nor one of {', '.join(name for name in SYSTEMS if name != 'memory')}"
-                )
+        if part not in SYSTEMS and (across not in GRADIENT_ACROSS_WINDOWS or not reach.isdigit()):
+            raise argparse.ArgumentTypeError(
+                f"{part!r} is neither ACROSS:K (ACROSS one of {', '.join(GRADIENT_ACROSS_WINDOWS)}, K 0 or more) "
+                f"nor one of {', '.join(SYSTEMS)}"
+            )
         variants.append(part)
     return variants
 
@@ -105,8 +104,8 @@ def variant_options(args, variant: str):
     if variant in SYSTEMS:
         return SYSTEMS[variant], []
     across, _, reach = variant.partition(":")
-    return SYSTEMS["memory"], ["--gradient-across-windows", across, "--gradient-reach", reach,
-                               "--optimization-window", args.optimization_window, *shlex.split(args.memory_args)]
+    return MEMORY, ["--gradient-across-windows", across, "--gradient-reach", reach,
+                    "--optimization-window", args.optimization_window, *shlex.split(args.memory_args)]
 
 
 def prepare(args, work: Path):

@@ -1,6 +1,6 @@
 """What a trained memory model keeps of the sentence that cues a later word: written, then kept.
 
-For ``examples/learn_to_remember/long_range_learning.py --probe``, whose synthetic documents fix
+For ``examples/learn_to_remember/long_range_learning.py --probe-epochs``, whose synthetic documents fix
 an ambiguous word's sense by their first sentence (``synthetic.py``). Documents are walked
 teacher forced with the memory carried as in training (``memory_attention.py``); per memory layer:
 
@@ -44,8 +44,9 @@ def probe(model, dataset, topics: Sequence[int], cue_ids: Dict[str, Set[int]], b
         carries = walk_document(model, dataset, document)
         first_sample, first = carries[0]
         for name, unit in units.items():
-            tokens = side_tokens(first_sample, name.split(".")[0])
-            cue = torch.tensor([token in cue_ids[name.split(".")[0]] for token in tokens])
+            side = name.split(".")[0]
+            tokens = side_tokens(first_sample, side)
+            cue = torch.tensor([token in cue_ids[side] for token in tokens])
             if cue.any():
                 with torch.no_grad():
                     _, weights = unit.write(first.memory[name], first.states[name], first.padding_mask[name],
