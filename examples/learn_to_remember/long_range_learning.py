@@ -12,6 +12,11 @@ fixed only by the document's first sentence and a pronoun's form by its noun 1 t
   ``drop:1`` is the behaviour before the option existed (a window's first sentence sends nothing
   into the window before), ``recompute:1`` the paper's contract across windows, ``recompute:2`` and
   ``recompute:4`` reach further; --memory-args adds options (a window, a batch size);
+- ``ACROSS:K@N``: the same, finetuned from the ``sentence`` variant's checkpoint of epoch N for the
+  --epochs − N epochs left (the paper's two stages at the same target tokens), at the paper's
+  finetuning rates scaled to this script's peak (``two_rate_inverse_sqrt``: 0.6x for the memory,
+  0.12x for the pretrained parameters, as its 3e-4 and 6e-5 are of its sentence model's 5e-4);
+  the sentence variant is trained first where it is missing;
 - ``sentence``: fairseq's ``transformer`` on the sentences alone (no context: chance);
 - ``local_global``: ``transformer_local_global_small`` on chunks of 20 sentences (no context
   from beyond its chunk).
@@ -41,6 +46,7 @@ only what is missing.
 import argparse
 import json
 import logging
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -68,6 +74,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "memory_nmt"
 
 SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
+PEAK_LR = 2e-3
+FINETUNE_RATES = {"--lr": 0.12, "--memory-lr": 0.6}  # the paper's 6e-5 and 3e-4 over its sentence model's 5e-4
+MEMORY_VARIANT = re.compile(r"(?P<across>\w+):(?P<reach>\d+)(@(?P<after>\d+))?")
 MEMORY = ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
           "--criterion", "document_label_smoothed_cross_entropy"]  # the ACROSS:K variants' system
 SYSTEMS = {  # the other variants -> their task, architecture and criterion
@@ -78,34 +87,49 @@ SYSTEMS = {  # the other variants -> their task, architecture and criterion
 }
 TRAINING_ARGS = [
     "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
-    "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
+    "--lr", str(PEAK_LR), "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
     "--warmup-init-lr", "1e-7", "--label-smoothing", "0.1", "--disable-validation",
     "--log-format", "simple", "--log-interval", "50",
 ]
 
 
 def parse_variants(text):
-    """The variants' names: the memory model's ACROSS:K, or another system's name."""
+    """The variants' names: the memory model's ACROSS:K or ACROSS:K@N, or another system's name."""
     variants = []
     for part in text.split(","):
-        across, _, reach = part.partition(":")
-        if part not in SYSTEMS and (across not in GRADIENT_ACROSS_WINDOWS or not reach.isdigit()):
+        memory = MEMORY_VARIANT.fullmatch(part)
+        if part not in SYSTEMS and (memory is None or memory["across"] not in GRADIENT_ACROSS_WINDOWS):
             raise argparse.ArgumentTypeError(
-                f"{part!r} is neither ACROSS:K (ACROSS one of {', '.join(GRADIENT_ACROSS_WINDOWS)}, K 0 or more) "
-                f"nor one of {', '.join(SYSTEMS)}"
+                f"{part!r} is neither ACROSS:K nor ACROSS:K@N (ACROSS one of {', '.join(GRADIENT_ACROSS_WINDOWS)}, "
+                f"K 0 or more, N the sentence variant's epoch to finetune from) nor one of {', '.join(SYSTEMS)}"
             )
         variants.append(part)
     return variants
 
 
+def after_sentence(variant: str) -> int:
+    """The sentence variant's epoch that a memory variant ACROSS:K@N is finetuned from; 0 from scratch."""
+    memory = MEMORY_VARIANT.fullmatch(variant)
+    return int(memory["after"] or 0) if memory else 0
+
+
+def directory_of(work: Path, variant: str) -> Path:
+    return work / variant.replace(":", "-").replace("@", "-after-sentence")
+
+
 def variant_options(args, variant: str):
     """The fairseq-train options that make ``variant``: its system's, and a memory model's
-    gradient options, window and --memory-args (last, so that they count)."""
+    gradient options, window, finetuning and --memory-args (last, so that they count)."""
     if variant in SYSTEMS:
         return SYSTEMS[variant], []
-    across, _, reach = variant.partition(":")
-    return MEMORY, ["--gradient-across-windows", across, "--gradient-reach", reach,
-                    "--optimization-window", args.optimization_window, *shlex.split(args.memory_args)]
+    memory = MEMORY_VARIANT.fullmatch(variant)
+    finetuning = []
+    if memory["after"]:
+        sentence = checkpoint_of(directory_of(args.workdir, "sentence"), "sentence", int(memory["after"]))
+        rates = [text for option, rate in FINETUNE_RATES.items() for text in (option, f"{rate * PEAK_LR:g}")]
+        finetuning = ["--finetune-from-model", str(sentence), "--lr-scheduler", "two_rate_inverse_sqrt", *rates]
+    return MEMORY, ["--gradient-across-windows", memory["across"], "--gradient-reach", memory["reach"],
+                    "--optimization-window", args.optimization_window, *finetuning, *shlex.split(args.memory_args)]
 
 
 def prepare(args, work: Path):
@@ -133,6 +157,21 @@ def context_items(documents, work: Path):
     return contrastive.read_voita_json(path), phenomena
 
 
+def training_order(variants):
+    """The variants in the order they train: the sentence variant first where another is finetuned from it."""
+    if any(after_sentence(variant) for variant in variants):
+        return ["sentence", *(variant for variant in variants if variant != "sentence")]
+    return variants
+
+
+def check_first_stage(args, directory: Path):
+    """Refuse a sentence variant that lacks a checkpoint a finetuned variant starts from."""
+    for variant in args.variants:
+        if after_sentence(variant) and not checkpoint_of(directory, "sentence", after_sentence(variant)).exists():
+            raise StepError(f"{variant}: {directory} has no checkpoint{after_sentence(variant)}.pt (it was trained "
+                            f"for fewer epochs); remove {directory} to train it again for --epochs {args.epochs}")
+
+
 def train(args, data: Path, directory: Path, variant: str):
     log = directory / "train.log"
     if log.exists():
@@ -143,7 +182,8 @@ def train(args, data: Path, directory: Path, variant: str):
     run_saving_stdout(f"training {variant}", [
         sys.executable, "-m", "fairseq_cli.train", str(data), "--user-dir", str(PLUGIN), *system,
         *TRAINING_ARGS, *shlex.split(args.model_args), "--max-tokens", str(args.max_tokens),
-        "--max-epoch", str(args.epochs), "--seed", str(args.seed), "--save-dir", str(directory / "checkpoints"),
+        "--max-epoch", str(args.epochs - after_sentence(variant)), "--seed", str(args.seed),
+        "--save-dir", str(directory / "checkpoints"),
         *(["--cpu"] if args.device == "cpu" else []), *memory,
     ], log)
 
@@ -156,16 +196,21 @@ def bucket(phenomenon: str, distance: int, long_range: int) -> str:
     return f"2-{long_range - 1} back" if distance < long_range else f">={long_range} back"
 
 
-def score(args, data: Path, directory: Path, items, phenomena):
+def checkpoint_of(directory: Path, variant: str, epoch: int) -> Path:
+    """The checkpoint of a variant after ``epoch`` epochs, those of its sentence model included."""
+    return directory / "checkpoints" / f"checkpoint{epoch - after_sentence(variant)}.pt"
+
+
+def score(args, data: Path, directory: Path, variant: str, items, phenomena):
     """{epoch: {bucket: (right, total)}} of every epoch checkpoint, kept in scores.json."""
     from memory_nmt_tools.contrastive_eval import load
 
     path = directory / "scores.json"
     scores = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(after_sentence(variant) + 1, args.epochs + 1):
         if str(epoch) in scores:
             continue
-        model, task, _ = load(directory / "checkpoints" / f"checkpoint{epoch}.pt", data, args.device == "cuda")
+        model, task, _ = load(checkpoint_of(directory, variant, epoch), data, args.device == "cuda")
         counts = {}
         for item, phenomenon, item_scores in zip(items, phenomena, contrastive.score_items(model, task, items)):
             right_total = counts.setdefault(bucket(phenomenon, item.distance, args.long_range), [0, 0])
@@ -178,7 +223,8 @@ def score(args, data: Path, directory: Path, items, phenomena):
 
 def cue_gradients(documents, variants) -> str:
     """How many training sense words an epoch send gradient into the first sentence, per reach."""
-    reaches = sorted({int(variant.partition(":")[2]) for variant in variants if variant not in SYSTEMS})
+    reaches = sorted({int(MEMORY_VARIANT.fullmatch(variant)["reach"])
+                      for variant in variants if variant not in SYSTEMS})
     distances = [word.distance for document in documents for word in document.context_words
                  if word.phenomenon == "sense"]
     counts = ", ".join(f"reach {k}: {sum(d <= k for d in distances)}" for k in reaches)
@@ -195,14 +241,14 @@ def topic_cues():
     return cues
 
 
-def probe(args, data: Path, directory: Path, epoch: int, documents) -> dict:
+def probe(args, data: Path, directory: Path, variant: str, epoch: int, documents) -> dict:
     """``cue_probe.probe`` of the checkpoint of ``epoch``, kept in probe{epoch}.json."""
     path = directory / f"probe{epoch}.json"
     if path.exists():
         return json.loads(path.read_text(encoding="utf-8"))
     from memory_nmt.evaluation.memory_attention import load_model
 
-    model, task = load_model(directory / "checkpoints" / f"checkpoint{epoch}.pt", data)
+    model, task = load_model(checkpoint_of(directory, variant, epoch), data)
     task.load_dataset("test")
     dictionaries = {"encoder": task.source_dictionary, "decoder": task.target_dictionary}
     cue_ids = {side: {dictionaries[side].index(word) for word in words} for side, words in topic_cues().items()}
@@ -266,7 +312,8 @@ def parse_args(argv=None):
                         help="where the corpus, checkpoints and scores go, created if missing (default: %(default)s)")
     parser.add_argument("--variants", type=parse_variants, default="drop:1,recompute:1,recompute:2,recompute:4",
                         help="comma-separated: the memory model's ACROSS:K (--gradient-across-windows ACROSS "
-                        "--gradient-reach K), 'sentence' (the transformer), 'local_global'")
+                        "--gradient-reach K), ACROSS:K@N (the same finetuned from the sentence variant's epoch N), "
+                        "'sentence' (the transformer), 'local_global'")
     parser.add_argument("--memory-args", default="", help="more fairseq-train options of the memory model's "
                         "variants (e.g. '--max-tokens 1024', the last of an option counting)")
     parser.add_argument("--documents", type=int, default=500, help="training documents")
@@ -291,6 +338,10 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.long_range < 2:
         parser.error("--long-range must be 2 or more (1 back is its own column)")
+    for variant in args.variants:
+        if not after_sentence(variant) < args.epochs:
+            parser.error(f"--variants {variant}: finetuned after {after_sentence(variant)} epochs of the sentence "
+                         f"variant, which leaves none of --epochs {args.epochs}")
     if not all(1 <= epoch <= args.epochs for epoch in args.probe_epochs):
         parser.error(f"--probe-epochs {','.join(map(str, args.probe_epochs))}: "
                      f"give epochs from 1 to --epochs {args.epochs}")
@@ -307,15 +358,20 @@ def main(argv=None):
     data, documents, target_tokens = prepare(args, work)
     items, phenomena = context_items(documents["test"], work)
     results = {}
-    for variant in args.variants:
-        directory = work / variant.replace(":", "-")
+    for variant in training_order(args.variants):
+        directory = directory_of(work, variant)
         print(f"{variant}:", flush=True)
         train(args, data, directory, variant)
-        results[variant] = score(args, data, directory, items, phenomena)
+        if variant == "sentence":
+            check_first_stage(args, directory)
+        if variant in args.variants:
+            results[variant] = score(args, data, directory, variant, items, phenomena)
+    results = {variant: results[variant] for variant in args.variants}
     table = "\n".join(filter(None, [format_table(results, target_tokens, args.long_range),
                                      cue_gradients(documents["train"], args.variants)]))
-    probes = {(variant, epoch): probe(args, data, work / variant.replace(":", "-"), epoch, documents["test"])
-              for variant in args.variants if variant not in SYSTEMS for epoch in args.probe_epochs}
+    probes = {(variant, epoch): probe(args, data, directory_of(work, variant), variant, epoch, documents["test"])
+              for variant in args.variants if variant not in SYSTEMS for epoch in args.probe_epochs
+              if epoch > after_sentence(variant)}
     if probes:
         table += "\n" + format_probes(probes, args.long_range)
     print(table)

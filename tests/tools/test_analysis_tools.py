@@ -381,7 +381,7 @@ def test_long_range_items_are_the_context_words_with_their_cue_distance(tmp_path
 
 def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path, capsys):
     argv = [
-        "--workdir", str(tmp_path), "--variants", "drop:1,recompute:2,sentence,local_global", "--documents", "6",
+        "--workdir", str(tmp_path), "--variants", "drop:1,recompute:2@1,sentence,local_global", "--documents", "6",
         "--test-documents", "4", "--min-sentences", "5", "--max-sentences", "6", "--epochs", "2",
         "--model-args", " ".join(TINY_DIMS), "--max-tokens", "200", "--memory-args", "--max-tokens 150",
         "--max-pronoun-distance", "1", "--sense-rate", "0.3", "--probe-epochs", "2",
@@ -390,7 +390,7 @@ def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path
     printed = capsys.readouterr().out
     probed = [line.split() for line in printed.split("probe:")[1].splitlines()[2:] if line.startswith("  ")]
     assert [(row[0], row[1], row[2]) for row in probed] == [
-        (variant, "2", layer) for variant in ("drop:1", "recompute:2") for layer in ("encoder.1", "decoder.1")]
+        (variant, "2", layer) for variant in ("drop:1", "recompute:2@1") for layer in ("encoder.1", "decoder.1")]
     assert (tmp_path / "drop-1" / "probe2.json").exists() and not (tmp_path / "sentence" / "probe2.json").exists()
     from memory_nmt.evaluation.synthetic import DocumentShape, generate_documents
 
@@ -398,29 +398,47 @@ def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path
     distances = [w.distance for d in train for w in d.context_words if w.phenomenon == "sense"]
     assert (f"whose loss reaches their cue (the first sentence), of {len(distances)}: "
             f"reach 1: {sum(d <= 1 for d in distances)}, reach 2: {sum(d <= 2 for d in distances)}") in printed
-    assert list(results) == ["drop:1", "recompute:2", "sentence", "local_global"]
+    assert list(results) == ["drop:1", "recompute:2@1", "sentence", "local_global"]
+    assert printed.index("\nsentence:") < printed.index("\nrecompute:2@1:")  # its first stage trains first
     items = long_range_learning.contrastive.read_voita_json(tmp_path / "context_words.json")
     assert {item.distance for item in items if len(item.candidates) == 3} == {1}  # the pronouns
     architectures = {}
+    directories = {"drop:1": "drop-1", "recompute:2@1": "recompute-2-after-sentence1", "sentence": "sentence",
+                   "local_global": "local_global"}
     for variant, by_epoch in results.items():
-        assert sorted(by_epoch) == [1, 2]
+        finetuned = variant == "recompute:2@1"
+        assert sorted(by_epoch) == ([2] if finetuned else [1, 2])  # epochs counted from the sentence model's
         assert all(sum(total for _, total in counts.values()) == len(items) for counts in by_epoch.values())
-        state = checkpoint_utils.load_checkpoint_to_cpu(
-            str(tmp_path / variant.replace(":", "-") / "checkpoints" / "checkpoint2.pt"))
+        checkpoints = tmp_path / directories[variant] / "checkpoints"
+        assert not (checkpoints / "checkpoint2.pt").exists() if finetuned else (checkpoints / "checkpoint2.pt").exists()
+        state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoints / ("checkpoint1.pt" if finetuned else
+                                                                           "checkpoint2.pt")))
         architectures[variant] = state["cfg"]["model"]._name
         if ":" in variant:
-            across, reach = variant.split(":")
+            across, reach = variant.partition("@")[0].split(":")
             criterion = state["cfg"]["criterion"]
             assert (criterion.gradient_across_windows, criterion.gradient_reach) == (across, int(reach))
         assert state["cfg"]["dataset"].max_tokens == (150 if ":" in variant else 200)
+        schedule = state["cfg"]["lr_scheduler"]
+        if finetuned:
+            assert state["cfg"]["checkpoint"].finetune_from_model == str(tmp_path / "sentence" / "checkpoints" /
+                                                                         "checkpoint1.pt")
+            assert (schedule._name, schedule.lr, schedule.memory_lr) == ("two_rate_inverse_sqrt", [2.4e-4], 1.2e-3)
+        else:
+            assert (schedule._name, state["cfg"]["checkpoint"].finetune_from_model) == ("inverse_sqrt", None)
     memory = "transformer_recurrent_memory_small"
-    assert architectures == {"drop:1": memory, "recompute:2": memory,
+    assert architectures == {"drop:1": memory, "recompute:2@1": memory,
                              "sentence": "transformer", "local_global": "transformer_local_global_small"}
     assert (tmp_path / "long_range.png").stat().st_size > 0
     capsys.readouterr()
     assert long_range_learning.main(argv) == results
     assert capsys.readouterr().out.count("exists, skipped") == 4
     for wrong in (["--variants", "keep:1"], ["--variants", "memory"], ["--variants", "concat"],
+                  ["--variants", "recompute:1@x"], ["--variants", "recompute:1@2", "--epochs", "2"],
                   ["--epochs", "2", "--probe-epochs", "3"], ["--sense-rate", "1"]):
         with pytest.raises(SystemExit):
             long_range_learning.parse_args(wrong)
+    shorter = long_range_learning.parse_args(
+        ["--workdir", str(tmp_path), "--variants", "recompute:1@3", "--epochs", "4"])
+    with pytest.raises(long_range_learning.StepError, match="has no checkpoint3.pt"):
+        long_range_learning.check_first_stage(shorter, tmp_path / "sentence")  # trained for 2 epochs
