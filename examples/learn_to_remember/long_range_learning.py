@@ -327,7 +327,7 @@ def parse_args(argv=None):
                         help="the model's size and dropout as fairseq-train options (default: the quickstart's)")
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--optimization-window", default="1", help="the memory variants' sentence steps per "
-                        "update (default: %(default)s, the project's advice; the paper's is full)")
+                        "update (default: %(default)s, the task's; the paper's is full)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--probe-epochs", default=[], type=lambda text: [int(e) for e in text.split(",") if e],

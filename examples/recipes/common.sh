@@ -62,7 +62,9 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${MEMORY_ARCH:=transformer_recurrent_memory}"
 : "${MEMORY_LR:=3e-4}" "${PRETRAINED_LR:=6e-5}" "${MEMORY_WARMUP:=1000}" "${MEMORY_DROPOUT:=0.2}"
 : "${FINETUNE_EPOCHS:=20}"              # epochs of every finetuning (memory, concat, amn, local+global, control)
-: "${OPTIMIZATION_WINDOW:=full}"        # the memory model's sentence steps per update (paper section 5.3)
+: "${OPTIMIZATION_WINDOW:=1}"           # the memory model's sentence steps per update, the task's default
+                                        # (docs/training.md); the paper's section 5.3 'full' makes a whole
+                                        # group of lanes one update (3 an epoch on 1,071 documents)
 : "${PASSES_PER_STEP:=3}"               # forward passes per sentence step: less padding (docs/speed.md)
 : "${CONCAT_ARCH:=transformer_context_concat}"
 : "${CONCAT_CONTEXT:=--source-context 1 --target-context 0}"   # 2-to-1; 2-to-2: --target-context 1

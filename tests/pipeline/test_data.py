@@ -2,6 +2,7 @@
 and the data loader's worker processes."""
 import collections
 import gc
+import logging
 import multiprocessing
 import time
 
@@ -105,6 +106,16 @@ def test_windows_cut_groups_in_order(data_bin, spec, low, high):
         assert [p.step for p in positions] == list(range(positions[0].step, positions[0].step + len(window)))
         next_step[group] = positions[-1].step + 1
     assert len(set(spec_sizes := [len(w) for w in windows])) >= (2 if low < high else 1), spec_sizes
+
+
+def test_one_sentence_step_an_update_by_default(data_bin, caplog):
+    """Without --optimization-window an update is one step, one --max-tokens batch as in fairseq;
+    the log's batches line names the window."""
+    caplog.set_level(logging.INFO, logger="memory_nmt.pipeline.task")
+    task, _, _, _ = build(data_bin, *TINY_MODEL)
+    windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
+    assert len(windows) > 1 and all(len(window) == 1 for window in windows)
+    assert "; --optimization-window 1" in caplog.text
 
 
 def test_full_window_and_a_new_dealing_every_epoch(data_bin):
