@@ -124,8 +124,8 @@ def variant_options(args, variant: str):
         return SYSTEMS[variant], []
     memory = MEMORY_VARIANT.fullmatch(variant)
     finetuning = []
-    if memory["after"]:
-        sentence = checkpoint_of(directory_of(args.workdir, "sentence"), "sentence", int(memory["after"]))
+    if after_sentence(variant):
+        sentence = checkpoint_of(directory_of(args.workdir, "sentence"), "sentence", after_sentence(variant))
         rates = [text for option, rate in FINETUNE_RATES.items() for text in (option, f"{rate * PEAK_LR:g}")]
         finetuning = ["--finetune-from-model", str(sentence), "--lr-scheduler", "two_rate_inverse_sqrt", *rates]
     return MEMORY, ["--gradient-across-windows", memory["across"], "--gradient-reach", memory["reach"],
