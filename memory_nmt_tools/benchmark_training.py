@@ -69,6 +69,7 @@ from memory_nmt.benchmarks.arithmetic import ArithmeticCounter
 from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak
 from memory_nmt.evaluation.synthetic import generate_documents, write_documents
 from memory_nmt.pipeline.data import passes_of, steps_of
+from memory_nmt.pipeline.truncation import parse_gradient_reach
 from memory_nmt_tools.paths import check_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -129,7 +130,7 @@ def parse_args(argv=None):
     parser.add_argument("--optimization-window", default="2-4", help="the document task's steps per update")
     parser.add_argument("--passes-per-step", type=int, default=1, help="the document task's forward "
                         "passes per sentence step (see memory_nmt/pipeline/data.py)")
-    parser.add_argument("--gradient-reaches", default="1,0,2,4", type=lambda text: [int(k) for k in text.split(",")],
+    parser.add_argument("--gradient-reaches", default="1,0,2,4", type=lambda text: [parse_gradient_reach(k) for k in text.split(",")],
                         help="the memory model's --gradient-reach values to train with (comma-separated, "
                         "the first is the one the ratios are for; 0, no gradient to earlier sentences, "
                         "tells what reading and writing the memory cost from what the gradient costs)")

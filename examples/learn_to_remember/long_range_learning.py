@@ -9,9 +9,11 @@ fixed only by the document's first sentence and a pronoun's form by its noun 1 t
 
 - ``ACROSS:K``: ``transformer_recurrent_memory_small`` (the quickstart's model, or --model-args)
   with ``--gradient-across-windows ACROSS --gradient-reach K`` (``memory_nmt/pipeline/truncation.py``):
-  ``drop:1`` is the behaviour before the option existed (a window's first sentence sends nothing
-  into the window before), ``recompute:1`` the paper's contract across windows, ``recompute:2`` and
-  ``recompute:4`` reach further; --memory-args adds options (a window, a batch size);
+  ``recompute:window`` the task's default (every earlier sentence of the window, one backward pass
+  a window), ``drop:1`` the exact reach of 1 with nothing sent into the window before (give it a
+  window of more than one step), ``recompute:1`` the paper's contract across windows,
+  ``recompute:2`` and ``recompute:4`` reach further; --memory-args adds options (a window, a batch
+  size);
 - ``ACROSS:K@N``: the same, finetuned from the ``sentence`` variant's checkpoint of epoch N for the
   --epochs − N epochs left (the paper's two stages at the same target tokens), at the paper's
   finetuning rates scaled to this script's peak (``two_rate_inverse_sqrt``: 0.6x for the memory,
@@ -36,8 +38,8 @@ Printed: one row per variant and epoch, the accuracy on the pronouns and on the 
 cue is 1 sentence back, 2 to --long-range − 1 back, and --long-range or more back; plotted
 (--plot): the accuracy on the last of these against training target tokens, one line per
 variant. Then how many training sense words an epoch send gradient into their cue, the first
-sentence, at each memory variant's reach (those at most K sentences after it: the first
-sentence's write is trained by no other loss). With --probe-epochs, each memory variant's
+sentence, at each exact reach K among the memory variants (those at most K sentences after it: the
+first sentence's write is trained by no other loss). With --probe-epochs, each memory variant's
 checkpoints of those epochs are probed (``memory_nmt/evaluation/cue_probe.py``): whether the
 first sentence's cue is written into the memory, and whether the topic can still be told from
 the memory that later sentences read. Results are kept in --workdir: a rerun trains and scores
@@ -76,7 +78,7 @@ PLUGIN = ROOT / "memory_nmt"
 SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
 PEAK_LR = 2e-3
 FINETUNE_RATES = {"--lr": 0.12, "--memory-lr": 0.6}  # the paper's 6e-5 and 3e-4 over its sentence model's 5e-4
-MEMORY_VARIANT = re.compile(r"(?P<across>\w+):(?P<reach>\d+)(@(?P<after>\d+))?")
+MEMORY_VARIANT = re.compile(r"(?P<across>\w+):(?P<reach>\d+|window)(@(?P<after>\d+))?")
 MEMORY = ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
           "--criterion", "document_label_smoothed_cross_entropy"]  # the ACROSS:K variants' system
 SYSTEMS = {  # the other variants -> their task, architecture and criterion
@@ -101,7 +103,8 @@ def parse_variants(text):
         if part not in SYSTEMS and (memory is None or memory["across"] not in GRADIENT_ACROSS_WINDOWS):
             raise argparse.ArgumentTypeError(
                 f"{part!r} is neither ACROSS:K nor ACROSS:K@N (ACROSS one of {', '.join(GRADIENT_ACROSS_WINDOWS)}, "
-                f"K 0 or more, N the sentence variant's epoch to finetune from) nor one of {', '.join(SYSTEMS)}"
+                f"K 0 or more or 'window', N the sentence variant's epoch to finetune from) nor one of "
+                f"{', '.join(SYSTEMS)}"
             )
         variants.append(part)
     return variants
@@ -223,8 +226,8 @@ def score(args, data: Path, directory: Path, variant: str, items, phenomena):
 
 def cue_gradients(documents, variants) -> str:
     """How many training sense words an epoch send gradient into the first sentence, per reach."""
-    reaches = sorted({int(MEMORY_VARIANT.fullmatch(variant)["reach"])
-                      for variant in variants if variant not in SYSTEMS})
+    reaches = sorted({int(MEMORY_VARIANT.fullmatch(variant)["reach"]) for variant in variants
+                      if variant not in SYSTEMS and MEMORY_VARIANT.fullmatch(variant)["reach"].isdigit()})
     distances = [word.distance for document in documents for word in document.context_words
                  if word.phenomenon == "sense"]
     counts = ", ".join(f"reach {k}: {sum(d <= k for d in distances)}" for k in reaches)

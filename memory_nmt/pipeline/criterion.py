@@ -18,6 +18,7 @@ Each step is the pipeline's teacher-forced step (``teacher_forcing.py``), whose 
 for torch.profiler as fairseq names its own; "gradient to the previous sentence" is
 ``truncation.py``'s (``scripts/benchmark_training.py --profile`` reads them).
 """
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -29,36 +30,53 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterionConfig,
 )
 from fairseq.dataclass import ChoiceEnum
+from torch.utils.checkpoint import checkpoint
 
 from .carry import Carry, CarryStore, WindowTail
-from .data import passes_of, steps_of
+from .data import parse_window, passes_of, steps_of
 from .document_task import TranslatesDocuments
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
 from .system import document_system
 from .teacher_forcing import TeacherForcedStep, teacher_forced_step
-from .truncation import GRADIENT_ACROSS_WINDOWS, TruncatedBackprop
+from .truncation import GRADIENT_ACROSS_WINDOWS, WINDOW, back_propagation, parse_gradient_reach, recomputed_steps
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
 class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
-    gradient_reach: int = field(
-        default=1,
+    gradient_reach: str = field(
+        default=WINDOW,
         metadata={
-            "help": "in training, how many previous sentences a sentence's loss reaches through "
-            "the states they pass on, for a system whose carry has differentiable states: 1 is "
-            "the recurrent memory paper's 'current and most recent sentences', 0 trains each "
-            "sentence on its own loss only; whatever else a carry holds is detached between "
-            "sentences whatever the reach",
-            "range": Range(0),
+            "help": "in training, which earlier sentences a sentence's loss reaches through the "
+            "states they pass on, for a system whose carry has differentiable states: 'window', "
+            "every earlier sentence of its --optimization-window (the window's losses "
+            "back-propagated at once, one backward pass per window), or a number K, exactly the "
+            "K previous sentences (1 is the recurrent memory paper's 'current and most recent "
+            "sentences', at K more gradient passes per sentence; 0 trains each sentence on its "
+            "own loss only); whatever else a carry holds is detached between sentences",
+            "parse": parse_gradient_reach,
         },
     )
     gradient_across_windows: ChoiceEnum(GRADIENT_ACROSS_WINDOWS) = field(
         default="recompute",
         metadata={
             "help": "in training, whether a window's first sentences reach the sentences of the "
-            "window before ('recompute': its last --gradient-reach steps run forward again, "
-            "with the new parameters, at the next window's start; each gradient still lands "
-            "in one update) or not ('drop': faster, a loss reaches nothing before its window)"
+            "window before ('recompute': its last step, or its last K with --gradient-reach K, "
+            "runs forward again, with the new parameters, at the next window's start; each "
+            "gradient still lands in one update) or not ('drop': faster, a loss reaches "
+            "nothing before its window)"
+        },
+    )
+    max_graph_tokens: Optional[int] = field(
+        default=None,
+        metadata={
+            "help": "with --gradient-reach window: the most padded tokens (as --max-tokens counts "
+            "them) of a window's sentence steps whose activations are kept for its backward "
+            "pass; the steps beyond keep only the states they pass on and run forward again "
+            "during the backward pass (one more forward pass each, the same gradients). "
+            "Default: no limit, a window keeps all its steps' activations",
+            "range": Range(1),
         },
     )
 
@@ -71,7 +89,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
 
     def __init__(
         self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
-        gradient_reach=1, gradient_across_windows="recompute",
+        gradient_reach=WINDOW, gradient_across_windows="recompute", max_graph_tokens=None,
     ):
         if not isinstance(task, TranslatesDocuments):
             raise OptionError(
@@ -79,11 +97,45 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                 "document_translation, whose batches are sentence steps of documents; with "
                 "another task use --criterion label_smoothed_cross_entropy"
             )
-        check_ranges(SimpleNamespace(gradient_reach=gradient_reach), DocumentLabelSmoothedCrossEntropyConfig)
+        check_ranges(SimpleNamespace(gradient_reach=gradient_reach, max_graph_tokens=max_graph_tokens),
+                     DocumentLabelSmoothedCrossEntropyConfig)
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         self.carries = CarryStore()
-        self.gradient_reach = gradient_reach
+        self.gradient_reach = parse_gradient_reach(gradient_reach)
         self.recompute_across_windows = gradient_across_windows == "recompute"
+        self.max_graph_tokens = max_graph_tokens
+        self.gradient_described = False  # logged at the first window whose carry has differentiable states
+
+    def refuse_windows_that_cut_every_gradient(self, window: str):
+        """``drop`` with windows of one sentence step would keep every loss from the sentences
+        before it, as ``--gradient-reach 0`` says openly: refused (the task calls this in lanes)."""
+        if parse_window(window) == (1, 1) and not self.recompute_across_windows and self.gradient_reach != 0:
+            raise OptionError(
+                f"--gradient-across-windows drop with --optimization-window {window}: every window is "
+                "one sentence step, so no loss would reach an earlier sentence through the states it "
+                "passes on (as --gradient-reach 0). Use --gradient-across-windows recompute, a larger "
+                "--optimization-window, or --gradient-reach 0 to train each sentence on its own loss"
+            )
+
+    def describe_gradient(self) -> str:
+        """What training back-propagates across sentences and what a window keeps for it, for the log."""
+        if self.gradient_reach == 0:
+            return "none (--gradient-reach 0): each sentence is trained on its own loss"
+        window = self.task.cfg.optimization_window
+        if self.gradient_reach == WINDOW:
+            before = ("the window before's last sentence step, recomputed" if self.recompute_across_windows
+                      else "nothing before its window (--gradient-across-windows drop)")
+            kept = ("the activations of all its steps" if self.max_graph_tokens is None else
+                    f"the activations of its steps up to --max-graph-tokens {self.max_graph_tokens} padded "
+                    "tokens (the later steps run forward again in the backward pass)")
+            return (f"a loss reaches every earlier sentence of its window (--optimization-window {window}) "
+                    f"and {before}; one backward pass per window, which keeps {kept} until then")
+        before = (f"the window before's last {self.gradient_reach} sentence steps recomputed"
+                  if self.recompute_across_windows else "nothing before its window (--gradient-across-windows drop)")
+        return (f"a loss reaches exactly the {self.gradient_reach} previous sentences (--gradient-reach "
+                f"{self.gradient_reach}; within its window of --optimization-window {window}), {before}; "
+                f"{self.gradient_reach} gradient passes per sentence step besides its backward pass, at most "
+                f"{self.gradient_reach + 1} steps' graphs kept at once")
 
     def holds_carry_into(self, position) -> bool:
         """Whether the carry that ``position`` (a batch of a group, after its first) continues is
@@ -124,9 +176,9 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         tail = None if stateless or fresh else self.carries.tail_before(position)
         if backward is not None and self.recompute_across_windows and tail is not None:
             carry, walk = tail.carry, [(step, False) for step in tail.steps] + walk
-        truncation = TruncatedBackprop(backward, self.gradient_reach, loss_scale) if backward is not None else None
+        truncation = back_propagation(self.gradient_reach, backward, loss_scale, self.max_graph_tokens) if backward else None
         # (step, detached carry before it) of the last steps, the tail the next window recomputes
-        last_steps = deque(maxlen=self.gradient_reach if self.recompute_across_windows else 0)
+        last_steps = deque(maxlen=recomputed_steps(self.gradient_reach) if self.recompute_across_windows else 0)
         total_loss, total_size, total_log = 0.0, 0, {}
         for step, counted in walk:
             if last_steps.maxlen:
@@ -140,26 +192,34 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                     states = carry_in.differentiable_states()
                     links += [(leaf, states[name]) for name, leaf in leaves.differentiable_states().items()]
                     carry_in = leaves
+                run = self.forward_step if counted else self.recompute_step
+                if truncation is not None and not truncation.keeps_graph(padded_tokens(sample)):
+                    outputs = checkpoint(run, model, sample, carry_in, use_reentrant=False)
+                else:
+                    outputs = run(model, sample, carry_in)
                 if counted:
-                    pass_loss, sample_size, logging_output, carry_out = self.forward_step(model, sample, carry_in)
+                    pass_loss, sample_size, logging_output, carry_out = outputs
                     loss = loss + pass_loss
                     total_size += sample_size
                     for key, value in logging_output.items():
                         total_log[key] = total_log.get(key, 0) + value
                 else:
-                    carry_out = self.recompute_step(model, sample, carry_in)
+                    carry_out = outputs
                 carries_out.append(carry_out)
             carry = carries_out[0]
             for later in carries_out[1:]:
                 carry = carry.stacked(later)
             if truncation is not None:
                 if carry.differentiable_states():
+                    if not self.gradient_described:
+                        logger.info("gradient across sentences: %s", self.describe_gradient())
+                        self.gradient_described = True
                     truncation.add(loss if counted else None, links)
                 elif counted:
                     backward(loss)
             if counted:
                 total_loss = total_loss + loss.detach()
-            carry = carry if truncation is not None and truncation.wants_links() else carry.detach()
+            carry = carry if truncation is not None and truncation.keeps_carry_graph() else carry.detach()
         if truncation is not None:
             truncation.finish()
         if not stateless:
@@ -212,3 +272,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             loss_of=(lambda net_output: self.compute_loss(model, net_output, sample)) if with_loss else None,
         )
 
+
+def padded_tokens(sample: dict) -> int:
+    """A forward pass's padded tokens as --max-tokens counts them: its rows times the wider side."""
+    return max(sample["net_input"]["src_tokens"].numel(), sample["target"].numel())

@@ -1,9 +1,10 @@
-"""Valid ranges of the plugin's numeric options: declared once, beside each option, and checked
-wherever a value comes from.
+"""Valid ranges of the plugin's numeric options, and the forms of the others that take a few kinds
+of value: declared once, beside each option, and checked wherever a value comes from.
 
 An option's dataclass field (the task's, the criterion's, the scheduler's, a system's) gives its
 range in its metadata: ``field(default=1, metadata={"help": ..., "range": Range(1)})``, the
-bounds included. Two checks read it:
+bounds included; or the function that reads its text (``"parse": parse_gradient_reach``), which
+raises a ValueError whose words say what to give. Two checks read it:
 
 - ``add_with_ranges(parser, config)`` declares the config's fields on fairseq's parser (with
   fairseq's ``gen_parser_from_dataclass``) and makes the parser refuse a value out of range: a
@@ -55,13 +56,20 @@ def ranges_of(config_class):
     return [(option.name, option.metadata["range"]) for option in fields(config_class) if "range" in option.metadata]
 
 
+def parsers_of(config_class):
+    """(field name, parse function) of every field of ``config_class`` that declares one."""
+    return [(option.name, option.metadata["parse"]) for option in fields(config_class) if "parse" in option.metadata]
+
+
 def add_with_ranges(parser, config, delete_default: bool = False):
-    """Declare ``config``'s fields on ``parser`` as fairseq does, each refusing a value outside its range."""
+    """Declare ``config``'s fields on ``parser`` as fairseq does, each refusing a value outside its
+    range or not of its form."""
     gen_parser_from_dataclass(parser, config, delete_default=delete_default)
+    actions = {flag: action for action in parser._actions for flag in action.option_strings}
     for name, allowed in ranges_of(type(config)):
-        flag = flag_of(name)
-        action = next(action for action in parser._actions if flag in action.option_strings)
-        action.type = refusing_outside(action.type, allowed)
+        actions[flag_of(name)].type = refusing_outside(actions[flag_of(name)].type, allowed)
+    for name, parse in parsers_of(type(config)):
+        actions[flag_of(name)].type = refusing_unreadable(parse)
 
 
 def refusing_outside(convert, allowed: Range):
@@ -77,10 +85,31 @@ def refusing_outside(convert, allowed: Range):
     return convert_and_check
 
 
+def refusing_unreadable(parse):
+    """argparse's ``type`` for an option read by ``parse``, whose ValueError becomes argparse's error."""
+
+    def parse_or_refuse(text):
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parse_or_refuse.__name__ = parse.__name__
+    return parse_or_refuse
+
+
 def check_ranges(values, config_class):
     """Refuse, with an ``OptionError``, a value of ``values`` (a namespace or config with the
-    fields of ``config_class``) outside its field's range; None (not given) is left alone."""
+    fields of ``config_class``) outside its field's range or not of its form; None (not given) is
+    left alone."""
     for name, allowed in ranges_of(config_class):
         value = getattr(values, name, None)
         if value is not None and not allowed.holds(value):
             raise OptionError(f"{flag_of(name)} {value}: give {allowed.describe()}")
+    for name, parse in parsers_of(config_class):
+        value = getattr(values, name, None)
+        if value is not None:
+            try:
+                parse(value)
+            except ValueError as error:
+                raise OptionError(f"{flag_of(name)} {error}") from None

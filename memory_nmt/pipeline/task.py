@@ -244,6 +244,8 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
                 "--criterion document_label_smoothed_cross_entropy, which carries each "
                 "document's context from sentence to sentence"
             )
+        if self.trains_its_model and self.training_unit == "lanes":
+            criterion.refuse_windows_that_cut_every_gradient(self.cfg.optimization_window)
         return criterion
 
     def get_batch_iterator(

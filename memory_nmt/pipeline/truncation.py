@@ -1,43 +1,113 @@
-"""Truncated back-propagation through a document's sentences: which loss reaches which sentence.
+"""Back-propagation through a document's sentences: which loss reaches which sentence, and when.
 
-The criterion (``criterion.py``) trains a window of sentence steps one step at a time and hands
-each step's graph to a ``TruncatedBackprop``, which decides when the graph is back-propagated
-and with what. It applies to systems whose carry has differentiable states (``carry.py``:
-sentence states that the next sentence reads).
+The criterion (``criterion.py``) trains a window of sentence steps (``--optimization-window``
+steps make one update) one step at a time and hands each step's graph to a back-propagation
+contract, which decides when the graphs are back-propagated and with what. It applies to
+systems whose carry has differentiable states (``carry.py``: sentence states that the next
+sentence reads); whatever else a carry holds is detached by its system before it is passed on
+(the memory paper: "we stop the gradient for M before it is passed to the next step").
+``--gradient-reach`` chooses the contract:
 
-The contract, for a reach of K sentences (``--gradient-reach K``; 1 is the recurrent memory
-paper's section 3.4, "back-propagated to the current and most recent sentences"): sentence t's
-loss reaches sentence t's computation and the computations of sentences t−1 … t−K, through the
-differentiable states each sentence passes to the next. Whatever else a carry holds is detached
-by its system before it is passed on (the memory paper: "we stop the gradient for M before it is
-passed to the next step"), whatever K; the states that entered sentence t−K are constants.
-K = 0 trains each sentence on its own loss only.
+- ``window`` (``WindowBackprop``): the losses of a window's steps are summed and back-propagated
+  once. The carry stays attached from step to step within the window, so sentence t's loss
+  reaches every earlier sentence of its window through the states each passes to the next. Each
+  step's graph is back-propagated once: a step costs its forward and backward passes, as a
+  sentence model's batch does, and the window keeps the graphs of all its steps until its
+  backward pass. ``--max-graph-tokens`` caps that: the steps beyond the cap keep only what they
+  pass on and run forward again during the backward pass (``torch.utils.checkpoint``), which
+  costs one more forward pass each and changes no gradient.
+- ``K`` (``TruncatedBackprop``, the exact contract; K = 1 is the recurrent memory paper's section
+  3.4, "back-propagated to the current and most recent sentences"): sentence t's loss reaches
+  sentence t's computation and the computations of sentences t−1 … t−K, and nothing before, in
+  any window. K = 0 trains each sentence on its own loss only. A step's forward pass takes the
+  states carried into it as fresh leaves (``links``: each leaf beside the tensor of the previous
+  step's graph it copies). Its loss's gradient is taken at those leaves
+  (``torch.autograd.grad``) and carried hop by hop through the kept graphs of the steps before
+  it, K hops in all, each hop collecting what arrives at that step's states. A step's graph is
+  back-propagated once, with its own loss plus what arrived at its states, when the K-th later
+  loss has reached it, or when the window ends: at most K + 1 graphs live at once, and each step
+  costs K gradient passes (each a backward pass through a step's graph) besides its own
+  backward.
 
-How: a step's forward pass takes the states carried into it as fresh leaves (``links``: each
-leaf beside the tensor of the previous step's graph it copies). Its loss's gradient is taken at
-those leaves (``torch.autograd.grad``) and carried hop by hop through the kept graphs of the
-steps before it, K hops in all, each hop collecting what arrives at that step's states. A
-step's graph is back-propagated once, with its own loss plus what arrived at its states, when
-the K-th later loss has reached it, or when the window ends: at most K + 1 graphs live at once,
-and each step costs K gradient passes besides its own backward.
-
-A window's last K steps end the window before every loss within reach has reached them, and
-their graphs cannot outlive the optimizer step (it changes the parameters in place). The
-criterion therefore recomputes them at the next window's start (``--gradient-across-windows
-recompute``, the default) from the carry before them: their forward passes run again with the
-new parameters (and new dropout masks) as far as the decoder's features, their losses not
-counted again (``loss`` None), so the next window's first losses reach them as any other. Each
-gradient lands in exactly one update: that of the window whose loss sent it. With ``drop``,
-they are not recomputed, and a sentence's loss reaches nothing before its window.
+Across windows. A window's last steps' graphs cannot outlive the optimizer step (it changes the
+parameters in place), so the criterion recomputes them at the next window's start
+(``--gradient-across-windows recompute``, the default) from the carry before them: the last
+step with ``window``, the last K with a reach of K (``recomputed_steps``). Their forward passes
+run again with the new parameters (and new dropout masks) as far as the decoder's features,
+their losses not counted again (``loss`` None), so the next window's first losses reach them as
+any other. Each gradient lands in exactly one update: that of the window whose loss sent it.
+With ``drop``, they are not recomputed, and a sentence's loss reaches nothing before its window.
 """
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 from torch.autograd.profiler import record_function
 
 GRADIENT_ACROSS_WINDOWS = ("recompute", "drop")
+WINDOW = "window"
+GradientReach = Union[int, str]  # a number of sentences, or WINDOW
+
+
+def parse_gradient_reach(text) -> GradientReach:
+    """``--gradient-reach``'s value: ``window``, or a number of sentences (0 or more); ValueError
+    with the words to show otherwise."""
+    text = str(text).strip()
+    if text == WINDOW:
+        return WINDOW
+    if text.isdigit():
+        return int(text)
+    raise ValueError(f"{text}: give 'window' or a number of sentences (0 or more)")
+
+
+def recomputed_steps(reach: GradientReach) -> int:
+    """How many of a window's last steps the next window recomputes with ``recompute``."""
+    return 1 if reach == WINDOW else reach
+
+
+def back_propagation(reach: GradientReach, backward: Callable[[Tensor], None], loss_scale: float = 1.0,
+                     max_graph_tokens: Optional[int] = None):
+    """The contract of ``reach`` for one window, back-propagating with ``backward``."""
+    if reach == WINDOW:
+        return WindowBackprop(backward, max_graph_tokens)
+    return TruncatedBackprop(backward, reach, loss_scale)
+
+
+class WindowBackprop:
+    """The losses of one window summed and back-propagated once, its carry attached throughout.
+
+    ``keeps_graph(tokens)`` says, step by step, whether a step of ``tokens`` padded tokens keeps
+    its activations for the backward pass (within ``max_graph_tokens``, counting the steps
+    before it) or runs forward again during it.
+    """
+
+    def __init__(self, backward: Callable[[Tensor], None], max_graph_tokens: Optional[int] = None):
+        self.backward = backward
+        self.max_graph_tokens = max_graph_tokens
+        self.kept_tokens = 0
+        self.total: Optional[Tensor] = None
+
+    def wants_links(self) -> bool:
+        return False  # nothing is cut between steps: the next step reads the states themselves
+
+    def keeps_carry_graph(self) -> bool:
+        return True
+
+    def keeps_graph(self, tokens: int) -> bool:
+        if self.max_graph_tokens is None or self.kept_tokens + tokens <= self.max_graph_tokens:
+            self.kept_tokens += tokens
+            return True
+        return False
+
+    def add(self, loss: Optional[Tensor], links: List[Tuple[Tensor, Tensor]]):
+        if loss is not None:
+            self.total = loss if self.total is None else self.total + loss
+
+    def finish(self):
+        if self.total is not None:
+            self.backward(self.total)
+        self.total = None
 
 
 @dataclass
@@ -56,7 +126,7 @@ class PendingStep:
 
 
 class TruncatedBackprop:
-    """The graphs of one window's steps, back-propagated as the contract above says.
+    """The graphs of one window's steps, back-propagated as the exact reach-K contract says.
 
     ``backward`` back-propagates a loss as fairseq's optimizer does (scaled by ``loss_scale``
     under fp16 or AMP): gradients sent between steps are taken from the loss at that scale, so
@@ -73,6 +143,12 @@ class TruncatedBackprop:
         """Whether the next step must read its carried states as leaves (a loss will reach
         through them)."""
         return bool(self.pending)  # with a reach of 0 nothing stays pending
+
+    def keeps_carry_graph(self) -> bool:
+        return self.wants_links()
+
+    def keeps_graph(self, tokens: int) -> bool:
+        return True
 
     def add(self, loss: Optional[Tensor], links: List[Tuple[Tensor, Tensor]]):
         """A step's graph: its loss (None for a recomputed step) is sent back through the

@@ -1,7 +1,8 @@
-"""Training through the criterion: memory carried across steps and windows, gradients
-truncated after --gradient-reach sentences (1: "back-propagated to the current and most recent
-sentences"), within a window or across windows, and steps in several forward passes training as
-one batch."""
+"""Training through the criterion: memory carried across steps and windows; the gradient across
+sentences of each contract (--gradient-reach window: every earlier sentence of the window, one
+backward pass; K: exactly K sentences back, 1 being "back-propagated to the current and most
+recent sentences"), within a window or across windows; and steps in several forward passes
+training as one batch."""
 import dataclasses
 
 import pytest
@@ -18,7 +19,7 @@ def _window_of_three(task):
 
 @pytest.fixture
 def trained_looking(data_bin):
-    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "3")
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "3", "--gradient-reach", "1")
     make_reads_nonzero(model)
     model.train()
     return task, model, criterion
@@ -147,20 +148,33 @@ def test_each_window_gets_the_gradient_of_its_losses_reaching_k_sentences_back(d
             assert torch.allclose(got[name], expected[number][name], atol=1e-5, rtol=1e-4), (number, name)
 
 
-@pytest.mark.parametrize("across, window, reach, reached", [
-    ("recompute", "2", 1, {(1, 0), (2, 1), (3, 2)}),
-    ("drop", "2", 1, {(1, 0), (3, 2)}),
-    ("recompute", "2", 2, {(1, 0), (2, 1), (2, 0), (3, 2), (3, 1)}),
-    ("drop", "2", 2, {(1, 0), (3, 2)}),
-    ("recompute", "1", 1, {(1, 0), (2, 1), (3, 2)}),
-    ("drop", "1", 1, set()),
+TOP_LAYER, BOTH_LAYERS = "-1", "0,1"
+
+
+@pytest.mark.parametrize("across, window, reach, layers, reached", [
+    ("recompute", "2", 1, TOP_LAYER, {(1, 0), (2, 1), (3, 2)}),
+    ("drop", "2", 1, TOP_LAYER, {(1, 0), (3, 2)}),
+    ("recompute", "2", 2, TOP_LAYER, {(1, 0), (2, 1), (2, 0), (3, 2), (3, 1)}),
+    ("drop", "2", 2, TOP_LAYER, {(1, 0), (3, 2)}),
+    ("recompute", "1", 1, TOP_LAYER, {(1, 0), (2, 1), (3, 2)}),
+    ("drop", "1", 0, TOP_LAYER, set()),
+    ("recompute", "2", "window", TOP_LAYER, {(1, 0), (2, 1), (3, 2), (3, 1)}),
+    ("drop", "2", "window", TOP_LAYER, {(1, 0), (3, 2)}),
+    ("recompute", "3", "window", TOP_LAYER, {(1, 0), (2, 1), (2, 0), (3, 2)}),
+    ("recompute", "1", "window", TOP_LAYER, {(1, 0), (2, 1), (3, 2)}),
+    # The states a layer records are read before its own memory, so with the memory in the top
+    # layer a gradient goes two sentences back at most: t-1 through its states, t-2 through the
+    # encoder output that t-1's decoder states attended to. More memory layers, longer chains.
+    ("recompute", "4", "window", TOP_LAYER, {(1, 0), (2, 1), (2, 0), (3, 2), (3, 1)}),
+    ("recompute", "4", "window", BOTH_LAYERS, {(1, 0), (2, 1), (2, 0), (3, 2), (3, 1), (3, 0)}),
+    ("recompute", "4", 2, BOTH_LAYERS, {(1, 0), (2, 1), (2, 0), (3, 2), (3, 1)}),
 ])
-def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, window, reach, reached):
+def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, window, reach, layers, reached):
     """Over a group's first four sentences, walked window by window as training does: which
     earlier sentence s the loss of sentence t reaches (the gradient at s's token embeddings,
     in whichever forward pass of s it flows through, recomputed or not), for each t."""
     task, model, criterion, _ = build(
-        data_bin, *TINY_MODEL, "--optimization-window", window,
+        data_bin, *TINY_MODEL, "--optimization-window", window, "--memory-layers", layers,
         "--gradient-reach", str(reach), "--gradient-across-windows", across,
     )
     make_reads_nonzero(model)
@@ -199,9 +213,99 @@ def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, 
     assert got == reached
 
 
+def _window_reference_gradients(criterion, model, windows, recompute):
+    """Reference, per window, unrolled by hand: the window's steps run one after the other from the
+    (detached) carry before its first step, or before the step before it with ``recompute`` (run
+    again, its loss not counted), each step reading the states of the one before as they are
+    (nothing detached but the memory, which the model detaches itself); the sum of the window's
+    losses back-propagated once."""
+    steps = [step for window in windows for step in window]
+    carries = [None]  # carries[t] = detached carry before step t
+    with torch.no_grad():
+        for sample in steps:
+            carry = carries[-1].select(sample["lanes"]) if carries[-1] is not None else None
+            carries.append(criterion.forward_step(model, sample, carry)[3].detach())
+    gradients, begin = [], 0
+    for window in windows:
+        model.zero_grad()
+        first = begin - 1 if recompute and begin > 0 else begin
+        carry, total = carries[first], 0.0
+        for t in range(first, begin + len(window)):
+            loss, _, _, carry = criterion.forward_step(
+                model, steps[t], carry.select(steps[t]["lanes"]) if carry is not None else None
+            )
+            if t >= begin:
+                total = total + loss
+        total.backward()
+        gradients.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        begin += len(window)
+    return gradients
+
+
+@pytest.mark.parametrize("across", ["recompute", "drop"])
+@pytest.mark.parametrize("cap", [None, 1], ids=["all kept", "steps recomputed in backward"])
+def test_window_backprop_sums_the_windows_losses_through_its_attached_chain(data_bin, across, cap):
+    """--gradient-reach window: each update holds the gradient of the sum of its window's losses,
+    back-propagated through the chain of the window's steps (and, with ``recompute``, the step
+    before the window run again), and nothing before it; --max-graph-tokens, which has the
+    steps beyond it run forward again in the backward pass, changes no gradient."""
+    cap_args = [] if cap is None else ["--max-graph-tokens", str(cap)]
+    task, model, criterion, _ = build(
+        data_bin, *TINY_MODEL, "--optimization-window", "2", "--gradient-reach", "window",
+        "--gradient-across-windows", across, *cap_args,
+    )
+    make_reads_nonzero(model)
+    model.train()
+    windows = _group_of_three_windows(task)
+    expected = _window_reference_gradients(criterion, model, windows, across == "recompute")
+    for number, window in enumerate(windows):
+        model.zero_grad()
+        criterion.forward_window(model, window, backward=lambda loss: loss.backward())
+        got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+        assert got.keys() == expected[number].keys()
+        for name in got:
+            assert torch.allclose(got[name], expected[number][name], atol=1e-5, rtol=1e-4), (number, name)
+
+
+def test_window_backprop_calls_backward_once_per_window(data_bin):
+    """The point of the window contract: one backward pass per window, however many steps, where
+    the exact reach of 1 back-propagates every step's graph on its own."""
+    counts = {}
+    for reach in ("window", "1"):
+        task, model, criterion, _ = build(
+            data_bin, *TINY_MODEL, "--optimization-window", "3", "--gradient-reach", reach,
+        )
+        make_reads_nonzero(model)
+        model.train()
+        calls = []
+        window = next(item["steps"] for item in batches(task, "train", max_tokens=60)
+                      if len(item["steps"]) == 3 and item["steps"][0]["position"].step == 0)
+        criterion.forward_window(model, window, backward=lambda loss: (calls.append(1), loss.backward()))
+        counts[reach] = len(calls)
+    assert counts == {"window": 1, "1": 3}
+
+
+def test_drop_with_windows_of_one_step_is_refused_by_name(data_bin):
+    """With windows of one step, ``drop`` would cut every gradient across sentences, as a reach of 0
+    does: refused, naming both options and what to give."""
+    for reach in ("window", "1"):
+        with pytest.raises(ValueError, match="--gradient-across-windows drop with --optimization-window 1: "
+                                             "every window is one sentence step"):
+            build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--gradient-reach", reach,
+                  "--gradient-across-windows", "drop")
+    build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--gradient-reach", "0",
+          "--gradient-across-windows", "drop")
+
+
+def test_an_unreadable_gradient_reach_is_refused(data_bin, capsys):
+    assert refused_option(capsys, data_bin, *TINY_MODEL, "--gradient-reach", "windows").endswith(
+        "argument --gradient-reach: windows: give 'window' or a number of sentences (0 or more)"
+    )
+
+
 def test_a_negative_gradient_reach_is_refused(data_bin, capsys):
     assert refused_option(capsys, data_bin, *TINY_MODEL, "--gradient-reach", "-1").endswith(
-        "argument --gradient-reach: -1: give 0 or more"
+        "argument --gradient-reach: -1: give 'window' or a number of sentences (0 or more)"
     )
 
 
