@@ -36,6 +36,7 @@ from .carry import Carry, CarryStore, WindowTail
 from .data import parse_window, passes_of, steps_of
 from .document_task import TranslatesDocuments
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
+from .packing import PackedRows
 from .system import document_system
 from .teacher_forcing import TeacherForcedStep, teacher_forced_step
 from .truncation import GRADIENT_ACROSS_WINDOWS, WINDOW, back_propagation, parse_gradient_reach, recomputed_steps
@@ -243,12 +244,12 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         None at a group's first step), and what the step carries out."""
         step = self.run_model(model, sample, carry, with_loss=True)
         loss, nll_loss = step.loss
-        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        sample_size = sample["nsentences"] if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
             "nll_loss": nll_loss.data,
             "ntokens": sample["ntokens"],
-            "nsentences": sample["target"].size(0),
+            "nsentences": sample["nsentences"],
             "sample_size": sample_size,
         }
         if self.report_accuracy:
@@ -270,6 +271,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             model, carry, sample["lanes"], sample["net_input"], sample["target"], continues=sample.get("continues"),
             features_only=not with_loss,
             loss_of=(lambda net_output: self.compute_loss(model, net_output, sample)) if with_loss else None,
+            packed_rows=PackedRows.of(sample) if "packed_rows" in sample else None,
         )
 
 

@@ -58,6 +58,7 @@ from fairseq.data import FairseqDataset, data_utils
 from .chosen_context import ChosenSentences, ContextChoice, choose
 from .chunks import chunk_inputs, cut_into_chunks
 from .errors import InputError
+from .packing import collate_packed
 
 
 class DocumentDataError(InputError):
@@ -90,6 +91,7 @@ class SentenceStep:
     chunk_positions: Tuple[int, ...] = ()  # chunked systems: each sentence's index in its chunk
     chunk_starts: Tuple[Tuple[int, ...], ...] = ()  # chunked sentence steps: per row, its chunk's sentences where it starts it
     continues: Tuple[bool, ...] = ()  # refilled lanes (``refilled_lanes.py``): per row, whether it goes on with its lane's document
+    packed: Tuple[Tuple[Tuple[int, ...], ...], ...] = ()  # sentences packed (``packing.py``): per pass, its rows' positions in ``sentences``
 
 
 def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[List[int]]]:
@@ -461,6 +463,9 @@ class DocumentDataset(FairseqDataset):
     def collate_step(self, step: SentenceStep) -> dict:
         """fairseq's batch for one step, plus each row's ``lanes`` and the step's ``position``;
         a step in several forward passes is ``{"position", "passes"}``, a batch per pass."""
+        if step.packed:
+            passes = [self.collate_packed(step, rows) for rows in step.packed]
+            return passes[0] if len(passes) == 1 else {"position": step.position, "passes": passes}
         if step.passes:
             return {
                 "position": step.position,
@@ -491,11 +496,47 @@ class DocumentDataset(FairseqDataset):
             ))
         return batch
 
+    def collate_packed(self, step: SentenceStep, rows: Tuple[Tuple[int, ...], ...]) -> dict:
+        """The batch of one pass of ``step`` whose sentences lie several to a row (``rows``: the
+        positions in the step of each row's sentences): fairseq's keys, every per-row one per
+        sentence (``id``, ``lanes``, ``continues``, in the rows' order), and ``packed_rows``."""
+        order = [place for row in rows for place in row]
+        sentences = [step.sentences[place] for place in order]
+        items = [self.pairs[index] for index in sentences]
+        dictionary = self.pairs.src_dict
+        net_input, target, layout = collate_packed(
+            [item["source"] for item in items], [item["target"] for item in items],
+            packed_places(rows),
+            dictionary.pad(), dictionary.eos(),
+        )
+        batch = {
+            "id": torch.tensor(sentences),
+            "nsentences": len(sentences),
+            "ntokens": int(sum(item["target"].numel() for item in items)),
+            "net_input": net_input,
+            "target": target,
+            "lanes": torch.tensor([step.lanes[place] for place in order]),
+            "position": step.position,
+            "packed_rows": layout.to_batch(),
+        }
+        if step.continues:
+            batch["continues"] = torch.tensor([step.continues[place] for place in order])
+        return batch
+
     def add_chosen_context(self, batch: dict):
         """Each row's chosen context sentences into ``batch``'s ``net_input``, where the split has
         them (``chosen_context.py``)."""
         if self.chosen is not None:
             batch["net_input"].update(self.chosen.inputs(batch["id"].tolist(), self.pairs))
+
+
+def packed_places(rows: Sequence[Sequence[int]]) -> List[List[int]]:
+    """Rows of step positions renumbered as the pass lists its sentences: the rows' one after the other."""
+    places, first = [], 0
+    for row in rows:
+        places.append(list(range(first, first + len(row))))
+        first += len(row)
+    return places
 
 
 def side_limits(max_positions) -> Tuple[Optional[int], Optional[int]]:

@@ -22,11 +22,20 @@ Every sentence is in exactly one step of one worker an epoch and documents keep 
 Each data-parallel worker gets its own documents (dealt by their sentences, most first, each to
 the worker with the fewest) and its own lanes; one with fewer items gets empty ones at the end
 (fairseq's dummy batches). The documents are dealt to lanes in an order drawn anew every epoch,
-and the number of lanes is the most with which every step fits ``--max-tokens`` (counting the
-context a system reads, in up to ``--passes-per-step`` forward passes) and ``--batch-size``,
-found by bisection over the epoch's dealing.
+and the number of lanes is the most with which every step fits ``--max-tokens`` in up to
+``--passes-per-step`` forward passes, and ``--batch-size``, found by bisection over the
+epoch's dealing. How a step's sentences go into rows is its ``RowLayout``:
+
+- ``OneSentenceARow``: each sentence a row (with the context a system reads before it), the
+  rows padded to the widest of their pass; a step's passes (of similar widths, ``data.py``'s
+  ``forward_passes``) fit --max-tokens together;
+- ``SentencesPacked``: several sentences a row (``packing.py``), each pass of the step's
+  sentences within --max-tokens, for a system whose sentences can be packed (``system.py``'s
+  ``packs_rows``). A row is as long as the sentences it holds, not as the step's widest, so
+  a long sentence no longer sets how many lanes the epoch has.
 """
 from collections import defaultdict, deque
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -42,38 +51,105 @@ from .data import (
     forward_passes,
     windows_of,
 )
+from .packing import pack, padded_tokens
 
-Widths = Dict[Document, List[int]]
+Widths = Dict[Document, list]  # each document's sentences' widths, as its row layout counts them
+
+
+@dataclass(frozen=True)
+class OneSentenceARow:
+    """Each sentence a row, padded to the widest of its pass; a step in up to ``max_passes``
+    passes of similar widths, which fit ``max_tokens`` together. A sentence's width counts the
+    ``context`` sentences its system reads before it (``DocumentDataset.step_tokens``)."""
+
+    max_tokens: Optional[int]
+    max_passes: int = 1
+    context: Tuple[int, int] = (0, 0)
+    max_positions: object = None
+
+    def widths(self, dataset: DocumentDataset, document: Document) -> List[int]:
+        return dataset.step_tokens(document, self.context, self.max_positions)
+
+    def least_width(self, widths: Sequence[int]) -> int:
+        return min(widths)
+
+    def refuse_wider(self, dataset: DocumentDataset, document: Document, widths: Sequence[int]):
+        dataset.refuse_wider_than(self.max_tokens, document, widths, self.context)
+
+    def passes(self, widths: Sequence[int]) -> Optional[dict]:
+        """The ``SentenceStep`` fields that lay out rows of ``widths``, or None when they do not fit."""
+        tokens, passes = forward_passes(list(widths), self.max_passes)
+        if self.max_tokens is not None and tokens > self.max_tokens:
+            return None
+        return {"passes": tuple(tuple(rows) for rows in passes) if len(passes) > 1 else ()}
+
+
+@dataclass(frozen=True)
+class SentencesPacked:
+    """Several sentences a row (``packing.py``, its rows chosen for a model of ``embed_dim``); a step
+    in up to ``max_passes`` passes, each within ``max_tokens``. Widths are (source, target) tokens."""
+
+    max_tokens: Optional[int]
+    max_passes: int
+    embed_dim: int
+
+    def widths(self, dataset: DocumentDataset, document: Document) -> List[Tuple[int, int]]:
+        first, last = document.first, document.first + document.length
+        target = dataset.pairs.tgt_sizes
+        return [(int(dataset.pairs.src_sizes[i]), int(target[i]) if target is not None else 0) for i in range(first, last)]
+
+    def least_width(self, widths: Sequence[Tuple[int, int]]) -> int:
+        return min(max(width) for width in widths)
+
+    def refuse_wider(self, dataset: DocumentDataset, document: Document, widths: Sequence[Tuple[int, int]]):
+        dataset.refuse_wider_than(self.max_tokens, document, [max(width) for width in widths], (0, 0))
+
+    def passes(self, widths: Sequence[Tuple[int, int]]) -> Optional[dict]:
+        """The step's sentences, dealt to 1, 2, ... ``max_passes`` passes (longest first, in turn,
+        back and forth), packed pass by pass: the fewest passes that each fit; None if none do."""
+        order = sorted(range(len(widths)), key=lambda i: (-sum(widths[i]), i))
+        for count in range(1, min(self.max_passes, len(widths)) + 1):
+            dealt = [[] for _ in range(count)]
+            for place, sentence in enumerate(order):
+                turn, within = divmod(place, count)
+                dealt[within if turn % 2 == 0 else count - 1 - within].append(sentence)
+            passes = []
+            for sentences in dealt:
+                rows = pack([widths[i] for i in sentences], self.embed_dim)
+                passes.append(tuple(tuple(sentences[i] for i in row) for row in rows))
+                if self.max_tokens is not None and padded_tokens([widths[i] for i in sentences], rows) > self.max_tokens:
+                    break
+            else:
+                return {"packed": tuple(passes)}
+        return None
 
 
 def plan_refilled_epoch(
     dataset: DocumentDataset,
-    max_tokens: Optional[int],
+    layout,
     max_sentences: Optional[int],
     num_shards: int,
     shard_id: int,
     seed: int,
     epoch: int,
     window: Tuple[Optional[int], Optional[int]],
-    context: Tuple[int, int] = (0, 0),
-    max_positions=None,
-    max_passes: int = 1,
 ) -> EpochItems:
-    """The training windows worker ``shard_id`` sees in ``epoch``, its documents in refilled lanes.
-    ``context`` and ``max_positions`` size the rows (``DocumentDataset.step_tokens``)."""
-    dataset.require_a_batch_size(max_tokens, max_sentences)
-    widths = {document: dataset.step_tokens(document, context, max_positions) for document in dataset.documents}
+    """The training windows worker ``shard_id`` sees in ``epoch``, its documents in refilled lanes,
+    each step's sentences in rows as ``layout`` (``OneSentenceARow`` or ``SentencesPacked``) lays
+    them out."""
+    dataset.require_a_batch_size(layout.max_tokens, max_sentences)
+    widths = {document: layout.widths(dataset, document) for document in dataset.documents}
     for document, tokens in widths.items():
-        dataset.refuse_wider_than(max_tokens, document, tokens, context)
+        layout.refuse_wider(dataset, document, tokens)
     per_shard = []
     shards = deal_to_shards([document.length for document in dataset.documents], num_shards, "documents")
     for shard, indices in enumerate(shards):
         with data_utils.numpy_seed(seed, epoch, shard):
             order = [dataset.documents[i] for i in np.random.permutation(sorted(indices))]
-            lanes = most_lanes(order, widths, max_tokens, max_sentences, max_passes)
+            lanes = most_lanes(order, widths, layout, max_sentences)
             steps = [
                 step for group, streams in enumerate(fill_lanes(order, lanes))
-                for step in stream_steps(dataset.stream, group, streams, widths, max_passes)
+                for step in stream_steps(dataset.stream, group, streams, widths, layout)
             ]
             per_shard.append(windows_of_groups(steps, window))
     longest = max(len(items) for items in per_shard)
@@ -115,7 +191,7 @@ def rows_of(streams: List[List[Document]], widths: Widths) -> List[List[Tuple[in
     ]
 
 
-def stream_steps(stream: str, group: int, streams: List[List[Document]], widths: Widths, max_passes: int) -> List[SentenceStep]:
+def stream_steps(stream: str, group: int, streams: List[List[Document]], widths: Widths, layout) -> List[SentenceStep]:
     """The steps of one group of refilled lanes: step s holds each lane's s-th sentence."""
     lanes = rows_of(streams, widths)
     length = max(len(rows) for rows in lanes)
@@ -123,41 +199,39 @@ def stream_steps(stream: str, group: int, streams: List[List[Document]], widths:
     for s in range(length):
         present = [lane for lane, rows in enumerate(lanes) if s < len(rows)]
         rows = [lanes[lane][s] for lane in present]
-        _, passes = forward_passes([width for _, _, width in rows], max_passes)
         steps.append(SentenceStep(
             StepPosition(stream, group, s, ends_group=s == length - 1),
             sentences=tuple(sentence for sentence, _, _ in rows),
             lanes=tuple(present),
-            passes=tuple(tuple(p) for p in passes) if len(passes) > 1 else (),
             continues=tuple(goes_on for _, goes_on, _ in rows),
+            **layout.passes([width for _, _, width in rows]),
         ))
     return steps
 
 
-def fits(documents: Sequence[Document], lanes: int, widths: Widths, max_tokens: Optional[int], max_passes: int) -> bool:
-    """Whether every step of ``documents`` dealt to ``lanes`` lanes fits ``max_tokens``."""
-    if max_tokens is None:
+def fits(documents: Sequence[Document], lanes: int, widths: Widths, layout) -> bool:
+    """Whether every step of ``documents`` dealt to ``lanes`` lanes fits ``layout``'s --max-tokens."""
+    if layout.max_tokens is None:
         return True
     for streams in fill_lanes(documents, lanes):
         rows = rows_of(streams, widths)
         for s in range(max(len(lane) for lane in rows)):
-            step = [lane[s][2] for lane in rows if s < len(lane)]
-            if forward_passes(step, max_passes)[0] > max_tokens:
+            if layout.passes([lane[s][2] for lane in rows if s < len(lane)]) is None:
                 return False
     return True
 
 
-def most_lanes(documents: Sequence[Document], widths: Widths, max_tokens: Optional[int],
-               max_sentences: Optional[int], max_passes: int) -> int:
+def most_lanes(documents: Sequence[Document], widths: Widths, layout, max_sentences: Optional[int]) -> int:
     """The most lanes with which every step fits (bisection; one lane always fits, since no
-    sentence is wider than ``max_tokens``)."""
+    sentence is wider than --max-tokens)."""
     high = min(len(documents), max_sentences or len(documents))
-    if max_tokens is not None:
-        high = min(high, max(1, max_tokens // min(min(tokens) for tokens in widths.values())))
+    if layout.max_tokens is not None:
+        least = min(layout.least_width(tokens) for tokens in widths.values())
+        high = min(high, max(1, layout.max_passes * layout.max_tokens // least))
     low = 1
     while low < high:
         middle = (low + high + 1) // 2
-        if fits(documents, middle, widths, max_tokens, max_passes):
+        if fits(documents, middle, widths, layout):
             low = middle
         else:
             high = middle - 1

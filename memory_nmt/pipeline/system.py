@@ -52,6 +52,10 @@ class DocumentSystem:
     """Mixed into a fairseq encoder-decoder model that translates documents in lanes."""
 
     reads_context = True
+    # Whether its training steps in lanes may hold sentences several to a row (``packing.py``): its
+    # ``forward`` then takes ``packed_rows`` (where each sentence lies) and reads and carries each
+    # sentence's own context, as in rows of one sentence.
+    packs_rows = False
 
     def context_sentences(self) -> Tuple[int, int]:
         """How many previous (source, target) sentences a sentence's input holds besides its own,
@@ -185,6 +189,7 @@ class SentenceLevel:
     """A fairseq model without document context, run as a system: each sentence alone."""
 
     reads_context = False
+    packs_rows = True  # where its attention can be confined to each sentence (``packed_attention.py``)
 
     def context_sentences(self) -> Tuple[int, int]:
         return 0, 0

@@ -46,7 +46,8 @@ from .errors import UnsupportedOptionError
 from .generator import CONTEXT_FROM, DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
-from .refilled_lanes import plan_refilled_epoch
+from .packed_attention import why_not_confinable
+from .refilled_lanes import OneSentenceARow, SentencesPacked, plan_refilled_epoch
 from .sentence_batches import SentencesWithContext
 from .system import document_system
 
@@ -54,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 DDP_BACKENDS = ("legacy_ddp", "no_c10d")
 TRAINING_BATCHES = ("system", "lanes")
+LANE_ROWS = ("packed", "padded")
 DEFAULT_WINDOW = "1"  # one sentence step an update: measured in docs/training.md, the paper's is 'full'
 DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
 TRAINING_UNIT_LOG = {
@@ -142,13 +144,23 @@ class DocumentTranslationConfig(TranslationConfig):
             "step, is one --max-tokens batch an update"
         },
     )
+    lane_rows: ChoiceEnum(LANE_ROWS) = field(
+        default="packed",
+        metadata={
+            "help": "in training in lanes, how a sentence step's sentences go into rows: 'packed', "
+            "several to a row, each attending only to itself (packing.py: a row padded at its end "
+            "only), for a system that supports it (the recurrent memory model, fairseq's "
+            "transformer); 'padded', one a row, padded to the widest of its forward pass"
+        },
+    )
     passes_per_step: int = field(
         default=1,
         metadata={
             "help": "in training, a sentence step may go through the model in up to this many "
-            "forward passes of similar-length sentences: less padding, so more documents per "
-            "step within --max-tokens, which bounds the passes' padded tokens together (a "
-            "system that trains on whole chunks takes one pass)",
+            "forward passes: with packed rows each within --max-tokens, so a step holds up to "
+            "this many batches' sentences; with padded rows, of similar-length sentences that "
+            "fit --max-tokens together (less padding, so more documents a step; a system that "
+            "trains on whole chunks takes one pass)",
             "range": Range(1),
         },
     )
@@ -180,6 +192,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         self.context_choice = None  # of the model built last: the context sentences its batches bring
         self.model_positions = None  # of the model built last: what its system cuts a sentence's context to
         self.training_unit = "lanes"  # of the model built last, as --training-batches makes it
+        self.packed_width = None  # of the model built last: its embedding size where lanes pack rows, else None
         self.trains_its_model = True  # fairseq-train builds its model; the others load theirs
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
@@ -224,10 +237,17 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         self.training_unit = system.training_unit()
         if self.cfg.training_batches == "lanes" and self.training_unit == "sentences":
             self.training_unit = "lanes"
+        self.packed_width = None
+        rows = ""
+        if self.training_unit == "lanes":
+            unpackable = self.why_rows_not_packed(system, model)
+            if unpackable is None:
+                self.packed_width = model.encoder.embed_tokens.embedding_dim
+            rows = "; sentences packed several to a row" if unpackable is None else f"; one sentence a row ({unpackable})"
         if self.trains_its_model:
             windowed = self.training_unit == "lanes" or self.cfg.training_batches == "lanes"
             window = f"; --optimization-window {self.cfg.optimization_window}" if windowed else ""
-            logger.info("training batches: %s%s", TRAINING_UNIT_LOG[self.training_unit], window)
+            logger.info("training batches: %s%s%s", TRAINING_UNIT_LOG[self.training_unit], window, rows)
             if self.cfg.optimization_window != DEFAULT_WINDOW and not windowed:
                 logger.warning(
                     "--optimization-window %s is not used: this system trains one batch an update "
@@ -235,6 +255,14 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
                     "train it in lanes", self.cfg.optimization_window, self.training_unit,
                 )
         return model
+
+    def why_rows_not_packed(self, system, model) -> Optional[str]:
+        """Why training steps in lanes keep one sentence a row for this model, or None when they pack."""
+        if self.cfg.lane_rows == "padded":
+            return "--lane-rows padded"
+        if not system.packs_rows:
+            return f"{type(system).__name__} reads its context in the rows"
+        return why_not_confinable(model)
 
     def build_criterion(self, cfg):
         criterion = super().build_criterion(cfg)
@@ -298,10 +326,11 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             )
         window = parse_window(self.cfg.optimization_window) if training else None
         if training and self.training_unit == "lanes":
-            items = plan_refilled_epoch(
-                dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch, window,
-                context=self.context_sentences, max_positions=context_positions, max_passes=self.cfg.passes_per_step,
-            )
+            if self.packed_width is not None:
+                layout = SentencesPacked(max_tokens, self.cfg.passes_per_step, self.packed_width)
+            else:
+                layout = OneSentenceARow(max_tokens, self.cfg.passes_per_step, self.context_sentences, context_positions)
+            items = plan_refilled_epoch(dataset, layout, max_sentences, num_shards, shard_id, seed, epoch, window)
         else:
             chunk_windows = (1, 1) if self.cfg.training_batches == "system" else window
             items = plan_epoch(

@@ -11,10 +11,16 @@ of them can drift from what training does; the gradient-reach analysis alone car
 undetached, since that is what it measures. Decoding (``generator.py``) differs only in where
 the translation comes from: beam search, not the reference.
 
+A step whose sentences are packed several to a row (``packing.py``) runs with the model's
+attention confined to each sentence (``packed_attention.py``), and a system that reads a
+context (``DocumentSystem``) gets where its sentences lie (``packed_rows``) with its inputs;
+what it reads and carries out is per sentence, as in a step padded one sentence a row.
+
 The parts are named for torch.profiler as fairseq names its own: "sentence context" (what the
 system computes from the carry, such as a memory's update), "forward" (the model's pass, and the
 loss when asked for) and "carry out".
 """
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -24,6 +30,8 @@ from torch.autograd.profiler import record_function
 
 from .carry import Carry
 from .chosen_context import without_chosen
+from .packed_attention import confined_to_sentences
+from .packing import PackedRows
 from .system import SentenceContext, document_system
 
 
@@ -48,6 +56,7 @@ def teacher_forced_step(
     continues: Optional[Tensor] = None,
     features_only: bool = False,
     loss_of: Optional[Callable[[Tuple[Tensor, Dict[str, Any]]], Any]] = None,
+    packed_rows: Optional[PackedRows] = None,
 ) -> TeacherForcedStep:
     """Run one sentence of each of ``lanes`` through ``model`` (a system, or fairseq's
     data-parallel wrapper around one), teacher-forced on ``target`` (fairseq's targets:
@@ -64,8 +73,10 @@ def teacher_forced_step(
         continues = None
     with record_function("sentence context"):
         context = system.sentence_context(carry, lanes, continues, net_input, target_room=target.size(1) - 1)
+    layout = {"packed_rows": packed_rows} if packed_rows is not None and system.reads_context else {}
     with record_function("forward"):
-        net_output = model(**without_chosen(net_input), **context.inputs, features_only=features_only)
+        with confined_to_sentences(model, packed_rows) if packed_rows is not None else nullcontext():
+            net_output = model(**without_chosen(net_input), **context.inputs, **layout, features_only=features_only)
         loss = loss_of(net_output) if loss_of is not None else None
     with record_function("carry out"):
         carried = system.carry_out(

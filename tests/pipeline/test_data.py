@@ -11,6 +11,8 @@ from fairseq import utils
 
 from conftest import TINY_MODEL, batches, build
 from memory_nmt.pipeline.data import DocumentDataError, forward_passes, parse_window, read_docids
+from memory_nmt.pipeline.packing import deal_to_rows, pack, padded_tokens
+from memory_nmt.pipeline.refilled_lanes import OneSentenceARow, SentencesPacked
 
 
 def test_docids_errors_name_file_and_line(tmp_path):
@@ -175,33 +177,85 @@ def test_forward_passes_cut_where_padding_is_saved():
     assert forward_passes([5, 5, 5], 3) == (15, [[0, 1, 2]])
 
 
-def test_steps_in_passes_keep_every_sentence_and_the_token_bound(data_bin):
-    """--passes-per-step: each training step's rows go through the model in passes whose
-    padded tokens together stay within --max-tokens; so groups take more lanes, and every
-    sentence is still trained on once, in its lane, right after its document's previous one."""
-    one_pass, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full")
-    in_passes, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full", "--passes-per-step", "3")
-    single = [step for item in batches(one_pass, "train", max_tokens=60) for step in item["steps"]]
-    split = [step for item in batches(in_passes, "train", max_tokens=60) for step in item["steps"]]
-    assert len(split) < len(single), "fewer, fuller steps"
-    assert any("passes" in step for step in split) and not any("passes" in step for step in single)
+def padded_tokens_of(batch) -> int:
+    """A batch's tokens as --max-tokens counts them: rows times the longer side."""
+    return batch["net_input"]["src_tokens"].size(0) * max(batch["net_input"]["src_tokens"].size(1),
+                                                          batch["target"].size(1))
+
+
+def check_lanes_walk_every_sentence_once(task, steps):
+    """Every training sentence once, in its lane, right after its document's previous one."""
     seen, lane_holds = collections.Counter(), {}  # (group, lane) -> (document, index) of its last row
-    for step in split:
+    for step in steps:
         passes = step.get("passes", [step])
-        assert sum(p["net_input"]["src_tokens"].size(0) * max(p["net_input"]["src_tokens"].size(1),
-                                                            p["target"].size(1)) for p in passes) <= 60
         lanes = [lane for p in passes for lane in p["lanes"].tolist()]
         assert len(set(lanes)) == len(lanes)
         for p in passes:
             assert p["position"] == step["position"]
             for sentence, lane, goes_on in zip(p["id"].tolist(), p["lanes"].tolist(), p["continues"].tolist()):
-                document, index = in_passes.dataset("train").document_of(sentence)
+                document, index = task.dataset("train").document_of(sentence)
                 key = (step["position"].group, lane)
                 assert lane_holds.get(key) == (document, index - 1) if goes_on else index == 0
                 lane_holds[key] = (document, index)
                 seen[sentence] += 1
-    assert sorted(seen) == list(range(len(in_passes.dataset("train")))) and set(seen.values()) == {1}
+    assert sorted(seen) == list(range(len(task.dataset("train")))) and set(seen.values()) == {1}
+
+
+def test_steps_in_passes_keep_every_sentence_and_the_token_bound(data_bin):
+    """--passes-per-step with rows of one sentence: each training step's rows go through the model
+    in passes whose padded tokens together stay within --max-tokens; so groups take more lanes,
+    and every sentence is still trained on once, in its lane, right after its document's previous one."""
+    padded = ("--lane-rows", "padded")
+    one_pass, _, _, _ = build(data_bin, *TINY_MODEL, *padded, "--optimization-window", "full")
+    in_passes, _, _, _ = build(data_bin, *TINY_MODEL, *padded, "--optimization-window", "full", "--passes-per-step", "3")
+    single = [step for item in batches(one_pass, "train", max_tokens=60) for step in item["steps"]]
+    split = [step for item in batches(in_passes, "train", max_tokens=60) for step in item["steps"]]
+    assert len(split) < len(single), "fewer, fuller steps"
+    assert any("passes" in step for step in split) and not any("passes" in step for step in single)
+    for step in split:
+        assert sum(padded_tokens_of(p) for p in step.get("passes", [step])) <= 60
+    check_lanes_walk_every_sentence_once(in_passes, split)
     assert not any("passes" in step for step in batches(in_passes, "valid", max_tokens=60)), "training only"
+
+
+@pytest.mark.parametrize("passes", ["1", "3"])
+def test_packed_steps_keep_every_sentence_and_each_pass_within_the_token_bound(data_bin, passes):
+    """Rows of several sentences (the default for the memory model): every pass of a step within
+    --max-tokens on its own, rows of several sentences, every sentence once, in its lane, in
+    order; validation keeps one sentence a row."""
+    packed, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full", "--passes-per-step", passes)
+    padded, _, _, _ = build(data_bin, *TINY_MODEL, "--lane-rows", "padded")
+    assert packed.packed_width == 32 and padded.packed_width is None
+    steps = [step for item in batches(packed, "train", max_tokens=60) for step in item["steps"]]
+    batches_of = [p for step in steps for p in step.get("passes", [step])]
+    assert all(padded_tokens_of(p) <= 60 for p in batches_of)
+    assert all("packed_rows" in p and p["nsentences"] == p["id"].numel() for p in batches_of)
+    assert any(p["net_input"]["src_tokens"].size(0) < p["nsentences"] for p in batches_of), "rows of several sentences"
+    assert (passes == "3") == any("passes" in step for step in steps)
+    check_lanes_walk_every_sentence_once(packed, steps)
+    assert not any("packed_rows" in step for step in batches(packed, "valid", max_tokens=60)), "training only"
+
+
+def test_packed_rows_fit_where_one_sentence_a_row_does_not():
+    """A long sentence among short ones: padded one a row, every row is as wide as it, and the
+    step does not fit 60 tokens in one pass; packed, the short ones share rows and it fits, so the
+    step's lanes are not bounded by its widest sentence. Each sentence in exactly one row."""
+    widths = [(20, 18)] + [(4, 4)] * 8
+    assert OneSentenceARow(60).passes([max(width) for width in widths]) is None
+    (rows,) = SentencesPacked(60, 1, embed_dim=512).passes(widths)["packed"]
+    assert len(rows) < len(widths) and sorted(i for row in rows for i in row) == list(range(len(widths)))
+    assert padded_tokens(widths, [list(row) for row in rows]) <= 60
+    assert len(SentencesPacked(40, 3, embed_dim=512).passes(widths)["packed"]) == 2, "or in two passes of 40"
+    assert SentencesPacked(15, 3, embed_dim=512).passes(widths) is None, "never a sentence wider than a pass"
+
+
+def test_packing_deals_rows_of_even_length_and_weighs_attention():
+    """Longest first, each to the shortest row; rows of several sentences where they save padding,
+    one a row where the sentences are as wide (packing would only lengthen the attention)."""
+    widths = [(10, 10), (9, 9), (3, 3), (2, 2)]
+    assert deal_to_rows(widths, 2) == [[0, 3], [1, 2]]
+    assert pack(widths, embed_dim=512) == [[0, 3], [1, 2]]
+    assert pack([(6, 6)] * 4, embed_dim=512) == [[0], [1], [2], [3]]
 
 
 def test_a_model_loaded_from_a_checkpoint_reads_the_training_split_in_sentence_steps(data_bin):

@@ -122,7 +122,8 @@ def refilled_boundary(task):
 def test_a_refilled_lane_starts_its_next_document_from_nothing_carried(data_bin):
     """The new document's first sentence computes exactly what it computes as a document's first
     sentence anywhere: changing the lane's previous document changes nothing of it."""
-    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "2", "--dropout", "0")
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "2", "--dropout", "0",
+                                      "--lane-rows", "padded")
     make_reads_nonzero(model)
     model.eval()
     window, lane, ended, new = refilled_boundary(task)
@@ -148,7 +149,7 @@ def test_no_loss_of_one_document_sends_gradient_into_another(data_bin, across):
     read), the same loss does: the test can tell."""
     task, model, criterion, _ = build(
         data_bin, *TINY_MODEL, "--optimization-window", "2", "--gradient-reach", "2",
-        "--gradient-across-windows", across, "--dropout", "0",
+        "--gradient-across-windows", across, "--dropout", "0", "--lane-rows", "padded",
     )
     make_reads_nonzero(model)
     model.train()

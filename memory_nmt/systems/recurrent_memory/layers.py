@@ -11,11 +11,13 @@ hypothesis's states need no second pass over it (``recorded_states``).
 fairseq's encoder and decoder call their layers with a fixed signature, so the memory to read
 reaches the layers through a ``MemoryAccess`` that the encoder or decoder opens around one
 forward call (``open_memory_access``) and closes when the call returns; a layer called
-outside such a call fails loudly instead of reading stale memory.
+outside such a call fails loudly instead of reading stale memory. In a batch of packed rows
+(``pipeline/packing.py``) the access lays each row's sentences' memories side by side and
+confines each token's read to its own sentence's.
 """
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, Optional, Tuple
 
 import torch
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
@@ -25,6 +27,7 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import Tensor
 
+from ...pipeline.packing import PackedRows
 from .memory import RecurrentMemory
 
 
@@ -36,10 +39,17 @@ class MemoryAccess:
     rows: Optional[Tensor] = None  # beam search: the memory row each batch row reads
     incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None
     states: Dict[str, Tensor] = field(default_factory=dict)
+    packed_rows: Optional[PackedRows] = None  # packed rows: the memory is each sentence's
+    side: str = "source"  # of the packed rows: "source" in the encoder, "target" in the decoder
 
-    def memory_of(self, name: str) -> Tensor:
+    def memory_of(self, name: str) -> Tuple[Tensor, Optional[Tensor]]:
+        """The memory the batch's rows read, and, for packed rows, the (rows x heads, tokens, slots)
+        mask that keeps each token to its own sentence's slots (else None)."""
         memory = self.memory[name]
-        return memory if self.rows is None else memory.index_select(1, self.rows)
+        if self.packed_rows is not None:
+            per_row, slot_sentences = self.packed_rows.per_row(memory)
+            return per_row, self.packed_rows.other_sentences(self.side, slot_sentences)
+        return (memory if self.rows is None else memory.index_select(1, self.rows)), None
 
 
 @contextmanager
@@ -88,10 +98,10 @@ class MemoryLayer:
         else:
             self.record_step(states, incremental_state)
         if incremental_state is not None and self.memory.has_cached_read(incremental_state):
-            memory = None
+            memory, forbidden = None, None
         else:
-            memory = access.memory_of(self.memory_name)
-        return states + self.memory.read(states, memory, incremental_state)
+            memory, forbidden = access.memory_of(self.memory_name)
+        return states + self.memory.read(states, memory, incremental_state, forbidden)
 
 
 class MemoryEncoderLayer(MemoryLayer, TransformerEncoderLayerBase):

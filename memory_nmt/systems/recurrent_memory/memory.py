@@ -99,12 +99,14 @@ class RecurrentMemory(nn.Module):
         states: Tensor,
         memory: Optional[Tensor],
         incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        forbidden: Optional[Tensor] = None,
     ) -> Tensor:
         """Output Attention: what the memory adds to each state (T x B x C).
 
         During incremental decoding the memory's keys and values are projected once per
         sentence and kept in ``incremental_state``, as fairseq does for encoder attention;
-        once they are (``has_cached_read``), ``memory`` may be None.
+        once they are (``has_cached_read``), ``memory`` may be None. ``forbidden`` (B x T x
+        slots), for packed rows, is True where a state may not read a slot (another sentence's).
         """
         attended, _ = self.read_attn(
             states,
@@ -113,6 +115,7 @@ class RecurrentMemory(nn.Module):
             incremental_state=incremental_state,
             static_kv=incremental_state is not None,
             need_weights=False,
+            attn_mask=None if forbidden is None else forbidden.repeat_interleave(self.read_attn.num_heads, dim=0),
         )
         return self.dropout_module(attended)
 

@@ -38,6 +38,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
 from ...pipeline.option_ranges import OptionError, Range
+from ...pipeline.packing import PackedRows
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
 from ..checkpoint_fit import FitsTransformerCheckpoints
@@ -101,14 +102,19 @@ class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBa
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
         memory: Optional[Dict[str, Tensor]] = None,
+        packed_rows: Optional[PackedRows] = None,
     ):
-        """fairseq's encoder forward, reading ``memory`` (all layers' memory, both sides).
+        """fairseq's encoder forward, reading ``memory`` (all layers' memory, both sides; one
+        memory a sentence, of the sentences ``packed_rows`` lays out several to a row where given,
+        ``pipeline/packing.py``).
 
         The returned dict adds ``memory`` (``[memory]`` for the decoder to read, ``[]``
         without one, and the decoder reads its initial memory), ``memory_rows`` (set by beam
-        reordering, see ``reorder_encoder_out``) and ``memory_states`` (the encoder's recorded states, for the memory update).
+        reordering, see ``reorder_encoder_out``), ``memory_states`` (the encoder's recorded
+        states, for the memory update) and ``packed_rows`` (``[packed_rows]``, or ``[]``).
         """
-        access = MemoryAccess(self.memory_to_read(memory, src_tokens.size(0)))
+        sentences = packed_rows.sentences if packed_rows is not None else src_tokens.size(0)
+        access = MemoryAccess(self.memory_to_read(memory, sentences), packed_rows=packed_rows, side="source")
         with open_memory_access(self.memory_layers(), access):
             encoder_out = super().forward(
                 src_tokens, src_lengths, return_all_hiddens, token_embeddings
@@ -116,6 +122,7 @@ class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBa
         encoder_out["memory"] = [] if memory is None else [memory]
         encoder_out["memory_rows"] = []
         encoder_out["memory_states"] = [access.states]
+        encoder_out["packed_rows"] = [] if packed_rows is None else [packed_rows]
         return encoder_out
 
     def reorder_encoder_out(self, encoder_out, new_order):
@@ -157,10 +164,15 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
         """
         memory = encoder_out.get("memory") if encoder_out is not None else None
         rows = encoder_out.get("memory_rows") if memory else None
+        packed = encoder_out.get("packed_rows") if encoder_out is not None else None
+        packed_rows = packed[0] if packed else None
+        sentences = packed_rows.sentences if packed_rows is not None else prev_output_tokens.size(0)
         access = MemoryAccess(
-            self.memory_to_read(memory[0] if memory else None, prev_output_tokens.size(0)),
+            self.memory_to_read(memory[0] if memory else None, sentences),
             rows=rows[0] if rows else None,
             incremental_state=incremental_state,
+            packed_rows=packed_rows,
+            side="target",
         )
         with open_memory_access(self.memory_layers(), access):
             features, extra = super().extract_features(
@@ -186,6 +198,8 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
 @register_model("transformer_recurrent_memory")
 class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints, TransformerModel):
     """Transformer with a recurrent memory in chosen layers (Feng et al., 2022)."""
+
+    packs_rows = True
 
     @classmethod
     def add_args(cls, parser):
@@ -268,8 +282,16 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
     @staticmethod
     def carry_after(lanes: Tensor, memory: Dict[str, Tensor], encoder_out, decoder_extra) -> MemoryCarry:
         """What ``lanes`` carry after a sentence that read ``memory``: the states both sides
-        recorded (``encoder_out`` and the decoder's ``extra`` of a whole-sentence pass)."""
+        recorded (``encoder_out`` and the decoder's ``extra`` of a whole-sentence pass), one
+        sentence a row (taken out of packed rows, where they were packed)."""
         encoder_states = encoder_out["memory_states"][0]
+        packed = encoder_out.get("packed_rows")
+        if packed:
+            states, padding_mask = {}, {}
+            for side, recorded in (("source", encoder_states), ("target", decoder_extra["memory_states"])):
+                for name, packed_states in recorded.items():
+                    states[name], padding_mask[name] = packed[0].unpack(packed_states, side)
+            return MemoryCarry(lanes=lanes, memory=memory, states=states, padding_mask=padding_mask)
         encoder_padding = encoder_out["encoder_padding_mask"][0]
         return MemoryCarry(
             lanes=lanes,

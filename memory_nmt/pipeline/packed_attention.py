@@ -1,0 +1,118 @@
+"""Each sentence of packed rows (``packing.py``) attending only to itself, in any fairseq transformer.
+
+fairseq's transformer layers attend over a whole row and number positions along it. For a batch of
+packed rows to compute what its sentences padded one a row compute, ``confined_to_sentences``
+holds, for one call of the model:
+
+- the positions of the encoder's and the decoder's tokens restart at each sentence (the
+  positional embedding of each token is looked up at its position within its sentence);
+- every self-attention of the encoder's layers, and of the decoder's (causal, as before), attends
+  only to the query's own sentence, and the decoder's cross-attention only to the same sentence's
+  source.
+
+It does so from outside the model, with forward hooks it adds to the embeddings of positions and to
+the attention modules of the layers and removes when the call returns, so fairseq's own
+``transformer`` trains on packed rows as well as the plugin's systems; attention the layers do
+besides (a memory's, ``systems/recurrent_memory``) is the system's to confine. The attentions
+take a mask per row, which fairseq's ``MultiheadAttention`` passes on to PyTorch's attention in
+training; its cross-attention is told its keys are not static (what matters only when decoding
+step by step, which packed rows are not for).
+"""
+from contextlib import contextmanager
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
+from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
+from torch import Tensor
+
+from .packing import PackedRows
+
+POSITIONS = (SinusoidalPositionalEmbedding, LearnedPositionalEmbedding)
+
+
+def why_not_confinable(model) -> Optional[str]:
+    """Why the attention of ``model`` (a fairseq encoder-decoder model, or a data-parallel wrapper
+    around one) cannot be confined to packed sentences, or None when it can: every layer of its
+    encoder and decoder must be fairseq's transformer layer, its positions sinusoidal or learned."""
+    model = unwrapped(model)
+    for side, layer_type in (("encoder", TransformerEncoderLayerBase), ("decoder", TransformerDecoderLayerBase)):
+        part = getattr(model, side, None)
+        layers = getattr(part, "layers", None)
+        if layers is None or not all(isinstance(layer, layer_type) for layer in layers):
+            return f"its {side} is not made of fairseq's transformer layers"
+        positions = getattr(part, "embed_positions", None)
+        if positions is not None and not isinstance(positions, POSITIONS):
+            return f"its {side}'s positions are a {type(positions).__name__}"
+    return None
+
+
+def unwrapped(model):
+    """The model inside fairseq's data-parallel wrappers (each holds the next in ``module``)."""
+    while not hasattr(model, "encoder") and hasattr(model, "module"):
+        model = model.module
+    return model
+
+
+def per_head(forbidden: Tensor, heads: int) -> Tensor:
+    """A (rows x queries x keys) mask as PyTorch's attention takes it per row: (rows x heads) first."""
+    return forbidden.repeat_interleave(heads, dim=0)
+
+
+def embeddings_at(module, positions: Tensor, like: Tensor) -> Tensor:
+    """``module``'s positional embeddings at ``positions`` (fairseq's numbering), as ``like``'s dtype and device."""
+    if isinstance(module, LearnedPositionalEmbedding):
+        return F.embedding(positions, module.weight, module.padding_idx)
+    weights = module.weights
+    if int(positions.max()) >= weights.size(0):
+        weights = SinusoidalPositionalEmbedding.get_embedding(int(positions.max()) + 1, module.embedding_dim,
+                                                              module.padding_idx)
+    return weights.to(like).index_select(0, positions.reshape(-1)).view(*positions.shape, -1).detach()
+
+
+@contextmanager
+def confined_to_sentences(model, rows: PackedRows):
+    """While open, ``model``'s encoder and decoder compute each of the packed sentences of ``rows``
+    as if it were alone in its row (see the module's docstring)."""
+    model = unwrapped(model)
+    handles = []
+
+    def positions_of(side):
+        positions = getattr(rows, f"{side}_positions")
+
+        def one_column(module, inputs):  # fairseq's own positions are not used: the cheapest valid call
+            return (inputs[0][:, :1],) + tuple(inputs[1:])
+
+        def restarted(module, inputs, output):
+            return embeddings_at(module, positions, output)
+
+        return one_column, restarted
+
+    def confine(attention, forbidden: Tensor, cross: bool = False):
+        mask = per_head(forbidden, attention.num_heads)
+
+        def with_mask(module, args, kwargs):
+            kwargs = {**kwargs, "attn_mask": mask}
+            if cross:
+                kwargs["static_kv"] = False
+            return args, kwargs
+
+        handles.append(attention.register_forward_pre_hook(with_mask, with_kwargs=True))
+
+    try:
+        for side, part in (("source", model.encoder), ("target", model.decoder)):
+            if part.embed_positions is not None:
+                one_column, restarted = positions_of(side)
+                handles.append(part.embed_positions.register_forward_pre_hook(one_column))
+                handles.append(part.embed_positions.register_forward_hook(restarted))
+        for layer in model.encoder.layers:
+            confine(layer.self_attn, rows.other_sentences("source", "source"))
+        for layer in model.decoder.layers:
+            confine(layer.self_attn, rows.other_sentences("target", "target", causal=True))
+            if layer.encoder_attn is not None:
+                confine(layer.encoder_attn, rows.other_sentences("target", "source"), cross=True)
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
