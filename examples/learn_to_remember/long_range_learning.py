@@ -34,8 +34,11 @@ above the others; chance is 1/3 for a pronoun, 50% for a sense), the sense words
 back the first sentence is. Training target tokens are epochs times the training split's target
 tokens (end of sentence included).
 
-Printed: one row per variant and epoch, the accuracy on the pronouns and on the sense words whose
-cue is 1 sentence back, 2 to --long-range − 1 back, and --long-range or more back; plotted
+Printed: one row per variant and epoch, the seconds of training to the epoch's end (fairseq-train's
+log, a finetuned variant's first stage included: run the variants alone on the machine for times
+that compare), the accuracy on the pronouns and on the sense words whose cue is 1 sentence back,
+2 to --long-range − 1 back, and --long-range or more back; the time to quality, the first epoch
+with at least --quality of the sense words right at every distance, and its seconds; plotted
 (--plot): the accuracy on the last of these against training target tokens, one line per
 variant. Then how many training sense words an epoch send gradient into their cue, the first
 sentence, at each exact reach K among the memory variants (those at most K sentences after it: the
@@ -277,18 +280,68 @@ def format_probes(probes, long_range) -> str:
     return "\n".join(lines)
 
 
-def format_table(results, target_tokens, long_range):
-    buckets = ["pronoun", "1 back", f"2-{long_range - 1} back", f">={long_range} back"]
+EPOCH_END = re.compile(r"\bepoch (?P<epoch>\d+) \|.*\| wall (?P<wall>\d+)")
+
+
+def training_seconds(directory: Path) -> dict:
+    """{epoch: seconds since its training started} at the end of each epoch, read off fairseq-train's
+    log (its epoch summaries' ``wall``: training, checkpoint saving and the batches' planning)."""
+    log = directory / "train.log"
+    if not log.exists():
+        return {}
+    ends = (EPOCH_END.search(line) for line in log.read_text(encoding="utf-8").splitlines())
+    return {int(end["epoch"]): int(end["wall"]) for end in ends if end}
+
+
+def variant_seconds(work: Path, variant: str) -> dict:
+    """{epoch: training seconds} of a variant, its sentence model's first stage included."""
+    own = training_seconds(directory_of(work, variant))
+    first = after_sentence(variant)
+    before = training_seconds(directory_of(work, "sentence")).get(first, 0) if first else 0
+    return {epoch + first: seconds + before for epoch, seconds in own.items()}
+
+
+def sense_buckets(long_range: int):
+    return ["1 back", f"2-{long_range - 1} back", f">={long_range} back"]
+
+
+def accuracy(counts, name) -> float:
+    right, total = counts.get(name, (0, 0))
+    return right / total if total else 0.0
+
+
+def format_table(results, target_tokens, long_range, seconds):
+    buckets = ["pronoun", *sense_buckets(long_range)]
     lines = [f"contrastive accuracy on the pronouns (chance 1/3) and on the sense words (chance 50%) by how far "
-             f"back the first sentence is; {target_tokens} training target tokens an epoch",
-             f"  {'variant':<14}{'epoch':>6}{'tgt tokens':>12}" + "".join(f"{b:>16}" for b in buckets)]
+             f"back the first sentence is; {target_tokens} training target tokens an epoch; train s: seconds of "
+             f"training to the epoch's end",
+             f"  {'variant':<14}{'epoch':>6}{'tgt tokens':>12}{'train s':>9}" + "".join(f"{b:>16}" for b in buckets)]
     for variant, by_epoch in results.items():
         for epoch, counts in sorted(by_epoch.items()):
             cells = []
             for name in buckets:
                 right, total = counts.get(name, (0, 0))
                 cells.append(f"{100 * right / total:.1f}% of {total}" if total else "-")
-            lines.append(f"  {variant:<14}{epoch:>6}{epoch * target_tokens:>12}" + "".join(f"{c:>16}" for c in cells))
+            wall = seconds[variant].get(epoch)
+            lines.append(f"  {variant:<14}{epoch:>6}{epoch * target_tokens:>12}{wall if wall is not None else '-':>9}"
+                         + "".join(f"{c:>16}" for c in cells))
+    return "\n".join(lines)
+
+
+def format_time_to_quality(results, target_tokens, long_range, seconds, quality) -> str:
+    """Per variant, the first epoch at whose end the sense words are right at least ``quality`` of the
+    time at every distance: its training target tokens and seconds."""
+    lines = [f"time to quality: the first epoch with >= {quality:.0%} of the sense words right at every distance"]
+    for variant, by_epoch in results.items():
+        reached = [epoch for epoch, counts in sorted(by_epoch.items())
+                   if all(accuracy(counts, name) >= quality for name in sense_buckets(long_range))]
+        if not reached:
+            lines.append(f"  {variant:<14} not within {max(by_epoch, default=0)} epochs")
+            continue
+        epoch = reached[0]
+        wall = seconds[variant].get(epoch)
+        lines.append(f"  {variant:<14} epoch {epoch}, {epoch * target_tokens} target tokens, "
+                     + (f"{wall} s of training" if wall is not None else "its training time not logged"))
     return "\n".join(lines)
 
 
@@ -332,6 +385,8 @@ def parse_args(argv=None):
     parser.add_argument("--optimization-window", default="1", help="the memory variants' sentence steps per "
                         "update (default: %(default)s, the task's; the paper's is full)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quality", type=float, default=0.9, help="the share of the sense words right at every "
+                        "distance whose first epoch the time to quality is reported for (default: %(default)s)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--probe-epochs", default=[], type=lambda text: [int(e) for e in text.split(",") if e],
                         help="comma-separated epochs whose checkpoints of each memory variant to probe: is the "
@@ -370,7 +425,10 @@ def main(argv=None):
         if variant in args.variants:
             results[variant] = score(args, data, directory, variant, items, phenomena)
     results = {variant: results[variant] for variant in args.variants}
-    table = "\n".join(filter(None, [format_table(results, target_tokens, args.long_range),
+    seconds = {variant: variant_seconds(work, variant) for variant in args.variants}
+    table = "\n".join(filter(None, [format_table(results, target_tokens, args.long_range, seconds),
+                                     format_time_to_quality(results, target_tokens, args.long_range, seconds,
+                                                            args.quality),
                                      cue_gradients(documents["train"], args.variants)]))
     probes = {(variant, epoch): probe(args, data, directory_of(work, variant), variant, epoch, documents["test"])
               for variant in args.variants if variant not in SYSTEMS for epoch in args.probe_epochs

@@ -399,6 +399,11 @@ def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path
     assert (f"whose loss reaches their cue (the first sentence), of {len(distances)}: "
             f"reach 1: {sum(d <= 1 for d in distances)}, reach 2: {sum(d <= 2 for d in distances)}") in printed
     assert list(results) == ["drop:1", "recompute:2@1", "sentence", "local_global"]
+    seconds = {variant: long_range_learning.variant_seconds(tmp_path, variant) for variant in results}
+    assert sorted(seconds["drop:1"]) == [1, 2] and seconds["drop:1"][1] <= seconds["drop:1"][2]
+    assert sorted(seconds["recompute:2@1"]) == [2], "counted from the sentence model's epochs"
+    assert seconds["recompute:2@1"][2] >= seconds["sentence"][1], "its first stage's time included"
+    assert "time to quality: the first epoch with >= 90% of the sense words right at every distance" in printed
     assert printed.index("\nsentence:") < printed.index("\nrecompute:2@1:")  # its first stage trains first
     items = long_range_learning.contrastive.read_voita_json(tmp_path / "context_words.json")
     assert {item.distance for item in items if len(item.candidates) == 3} == {1}  # the pronouns
