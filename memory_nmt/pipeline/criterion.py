@@ -7,12 +7,13 @@ for the next batch, per stream (split), checking that every batch continues the 
 The loss and its size are those of the current sentences only, whatever context they read.
 
 In training, a system whose carry has differentiable states (sentence states that the next
-sentence reads) is back-propagated across sentences, truncated after ``--gradient-reach``
-sentences (``truncation.py``); with ``--gradient-across-windows recompute`` (the default), the criterion
-keeps the group's last sentence steps with the carry before them (a ``WindowTail``) and
-recomputes them at the next window's start, so a window's first sentences reach the sentences
-before it. A system whose carry has no differentiable states (previous sentences' tokens)
-back-propagates each sentence at once.
+sentence reads) is back-propagated across sentences as ``--gradient-reach`` says
+(``truncation.py``): by default a window's losses at once, through the carry kept attached
+within the window, or exactly K sentences back. With ``--gradient-across-windows recompute``
+(the default), the criterion keeps the group's last sentence steps with the carry before them (a
+``WindowTail``) and recomputes them at the next window's start, so a window's first sentences
+reach the sentences before it. A system whose carry has no differentiable states (previous
+sentences' tokens) back-propagates each sentence at once.
 
 Each step is the pipeline's teacher-forced step (``teacher_forcing.py``), whose parts are named
 for torch.profiler as fairseq names its own; "gradient to the previous sentence" is
@@ -103,6 +104,12 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         self.carries = CarryStore()
         self.gradient_reach = parse_gradient_reach(gradient_reach)
+        if max_graph_tokens is not None and self.gradient_reach != WINDOW:
+            raise OptionError(
+                f"--max-graph-tokens {max_graph_tokens} caps what a window keeps for its one backward pass, "
+                f"with --gradient-reach window; --gradient-reach {self.gradient_reach} keeps at most "
+                f"{self.gradient_reach + 1} steps' graphs: leave --max-graph-tokens out"
+            )
         self.recompute_across_windows = gradient_across_windows == "recompute"
         self.max_graph_tokens = max_graph_tokens
         self.gradient_described = False  # logged at the first window whose carry has differentiable states

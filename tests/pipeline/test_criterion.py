@@ -4,6 +4,7 @@ backward pass; K: exactly K sentences back, 1 being "back-propagated to the curr
 recent sentences"), within a window or across windows; and steps in several forward passes
 training as one batch."""
 import dataclasses
+import logging
 
 import pytest
 import torch
@@ -295,6 +296,26 @@ def test_drop_with_windows_of_one_step_is_refused_by_name(data_bin):
                   "--gradient-across-windows", "drop")
     build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--gradient-reach", "0",
           "--gradient-across-windows", "drop")
+
+
+@pytest.mark.parametrize("cap, kept", [
+    (None, "which keeps the activations of all its steps until then"),
+    ("100", "which keeps the activations of its steps up to --max-graph-tokens 100 padded tokens (the later steps "
+            "run forward again in the backward pass)"),
+])
+def test_the_log_says_what_a_window_keeps_for_its_backward_pass(data_bin, caplog, cap, kept):
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "3",
+                                      *(["--max-graph-tokens", cap] if cap else []))
+    window = next(item["steps"] for item in batches(task, "train", max_tokens=60))
+    caplog.set_level(logging.INFO)
+    criterion.forward_window(model, window, backward=lambda loss: loss.backward())
+    assert ("gradient across sentences: a loss reaches every earlier sentence of its window (--optimization-window 3) "
+            f"and the window before's last sentence step, recomputed; one backward pass per window, {kept}") in caplog.text
+
+
+def test_a_graph_cap_without_window_backprop_is_refused(data_bin):
+    with pytest.raises(ValueError, match="--max-graph-tokens 100 caps what a window keeps"):
+        build(data_bin, *TINY_MODEL, "--gradient-reach", "1", "--max-graph-tokens", "100")
 
 
 def test_an_unreadable_gradient_reach_is_refused(data_bin, capsys):
