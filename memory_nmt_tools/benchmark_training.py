@@ -5,8 +5,8 @@ fairseq-preprocess into --workdir, or --data) at the same --max-tokens, through 
 ``Trainer`` and ``train_step``: the plain transformer on fairseq's ``translation`` task (its usual
 batches of similar-length sentences), the systems on the plugin's ``document_translation`` task,
 each in the batches it trains on (``memory_nmt/pipeline/system.py``'s training units): the memory
-model on documents in lanes that refill (--optimization-window steps per update), the
-concatenation model (2-to-1) and the associated memory on sentences with their context, the
+model on documents in lanes that refill (--optimization-window steps per update, --lane-rows),
+the concatenation model (2-to-1) and the associated memory on sentences with their context, the
 local+global model on whole chunks of 20 sentences (--systems picks these three). A row of the
 plain transformer on the memory model's lanes (each sentence alone, ``--training-batches lanes``)
 tells the cost of the lanes from the cost of the memory. After --warmup updates each, --updates
@@ -14,28 +14,34 @@ updates of each are timed in --repeats alternating rounds (A B C A B C ...), eac
 through its epochs. Printed side by side, per model:
 
 - target tokens/s (real target tokens trained on, divided by the timed seconds) and the ratio
-  to the transformer's (the memory model's target >= 0.8);
+  to the transformer's ('x plain'; the memory model's target >= 0.75, the transformer's in the
+  memory model's batches >= 0.93);
 - real (non-padding) tokens per forward pass, source and target together, and the padding
   fraction of the padded batches (the sentences trained on; the context a system reads with
-  them counts in the arithmetic only); forward passes per update;
-- peak memory while training (each model in a fresh process: ``peak_memory.py``) and the ratio
-  (target <= 1.2);
+  them counts in the arithmetic only; the memory model's target <= 0.08); forward passes per
+  update;
+- peak memory while training (each model in a fresh process: ``peak_memory.py``) and the ratio;
 - the arithmetic each model does per target token over --updates more updates: the FLOPs of
-  matrix products and attention (forward, backward and the gradient to the previous sentence;
+  matrix products and attention (forward, backward and the gradient to the previous sentences;
   padding included), counted with torch's formulas (``arithmetic.py``), and the ratio
-  to the transformer's ('x arith'). At equal FLOP rates the tokens/s ratio cannot exceed its
-  inverse, the ceiling; 'of ceiling' is the tokens/s ratio over it: what a system costs by its
-  design apart from what its implementation costs.
+  to the transformer's ('x arith'; the memory model's target <= 1.35). At equal FLOP rates the
+  tokens/s ratio cannot exceed its inverse, the 'ceiling'; 'of ceiling' is the tokens/s ratio
+  over it: what a system costs by its design apart from what its implementation costs.
 
-The memory model trains once per --gradient-reaches K (how many previous sentences a loss
-reaches, ``memory_nmt/pipeline/truncation.py``; the first is the one the ratios and targets
-are for), each recomputing the window's last K steps at the next window's start (``recompute``,
-the default), and once more for the first K with ``--gradient-across-windows drop``: what the
-reach and the recomputation cost in speed, memory and arithmetic. (Passes/update counts the
-data's forward passes; recomputed passes show in the time and the arithmetic.) With a reach of
-0 among them (the default: 1,0,2,4), the arithmetic is split into what reading and writing the
-memory cost (reach 0: no gradient to earlier sentences) and what the gradient across sentences
-adds on top.
+The memory model trains once per --gradient-reaches mode (``window``: every earlier sentence of
+the window, one backward pass a window; K: exactly K sentences back, ``memory_nmt/pipeline/
+truncation.py``; the first is the one the ratios and targets are for), each recomputing the
+window before's last step (K steps with K) at the next window's start (``recompute``, the
+default), and once more for the first with ``--gradient-across-windows drop`` (not with windows
+of one step, where drop is refused): what the reach and the recomputation cost in speed, memory
+and arithmetic. (Passes/update counts the data's forward passes; recomputed passes show in the
+time and the arithmetic.) Then the arithmetic of each memory mode is decomposed, in units of F,
+the transformer's forward pass per target token on its own batches (its forward and backward are
+about 3F): the transformer's forward and backward, the padding of the memory model's batches
+(the transformer on them, less the transformer on its own), the memory's reading and writing
+(the memory model with a reach of 0, less the transformer on the same batches: needs 0 among
+--gradient-reaches) and the gradient machinery (the mode, less a reach of 0: the recomputed step,
+and with a reach of K the gradient passes and second backward passes of ``truncation.py``).
 
 --profile also prints where each model's time goes over --updates more updates of each: the
 named parts of a step (forward, the memory's Update Attention in "sentence context", "gradient
@@ -68,8 +74,9 @@ from fairseq_cli import preprocess
 from memory_nmt.benchmarks.arithmetic import ArithmeticCounter
 from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak
 from memory_nmt.evaluation.synthetic import generate_documents, write_documents
-from memory_nmt.pipeline.data import passes_of, steps_of
-from memory_nmt.pipeline.truncation import parse_gradient_reach
+from memory_nmt.pipeline.data import parse_window, passes_of, steps_of
+from memory_nmt.pipeline.task import DEFAULT_WINDOW, LANE_ROWS
+from memory_nmt.pipeline.truncation import WINDOW, parse_gradient_reach
 from memory_nmt_tools.paths import check_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,6 +109,10 @@ REGIONS = (  # named by fairseq's trainer and task, and by the plugin's criterio
 )
 
 
+def reach_label(reach) -> str:
+    return "window" if reach == WINDOW else f"reach {reach}"
+
+
 def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
     """The models compared, by name: the row label and the fairseq-train options. "memory" is
     the memory model with the first of --gradient-reaches, recomputed across windows."""
@@ -109,12 +120,13 @@ def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
     systems = {
         "plain": ("transformer", PLAIN),
         "plain_documents": ("transformer, document batches", PLAIN_DOCUMENTS),
-        "memory": (f"memory, reach {first}", MEMORY + ["--gradient-reach", str(first)]),
-        "memory_drop": (f"memory, reach {first}, drop", MEMORY + [
-            "--gradient-reach", str(first), "--gradient-across-windows", "drop"]),
+        "memory": (f"memory, {reach_label(first)}", MEMORY + ["--gradient-reach", str(first)]),
     }
+    if parse_window(args.optimization_window) != (1, 1) and first != 0:  # drop is refused with windows of one step
+        systems["memory_drop"] = (f"memory, {reach_label(first)}, drop", MEMORY + [
+            "--gradient-reach", str(first), "--gradient-across-windows", "drop"])
     for reach in others:
-        systems[f"memory_reach{reach}"] = (f"memory, reach {reach}", MEMORY + ["--gradient-reach", str(reach)])
+        systems[f"memory_reach{reach}"] = (f"memory, {reach_label(reach)}", MEMORY + ["--gradient-reach", str(reach)])
     systems.update({name: OTHER_SYSTEMS[name] for name in args.systems})
     return systems
 
@@ -127,10 +139,14 @@ def parse_args(argv=None):
     precision.add_argument("--bf16", action="store_true", help="fairseq's --bf16 (cuda only)")
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--max-tokens", type=int, default=512)
-    parser.add_argument("--optimization-window", default="2-4", help="the document task's steps per update")
+    parser.add_argument("--optimization-window", default=DEFAULT_WINDOW,
+                        help="the document task's steps per update (default: %(default)s, the task's)")
     parser.add_argument("--passes-per-step", type=int, default=1, help="the document task's forward "
-                        "passes per sentence step (see memory_nmt/pipeline/data.py)")
-    parser.add_argument("--gradient-reaches", default="1,0,2,4", type=lambda text: [parse_gradient_reach(k) for k in text.split(",")],
+                        "passes per sentence step (see memory_nmt/pipeline/refilled_lanes.py)")
+    parser.add_argument("--lane-rows", choices=LANE_ROWS, default="packed",
+                        help="the document task's rows in lanes (default: %(default)s)")
+    parser.add_argument("--gradient-reaches", default="window,1,0",
+                        type=lambda text: [parse_gradient_reach(k) for k in text.split(",")],
                         help="the memory model's --gradient-reach values to train with (comma-separated, "
                         "the first is the one the ratios are for; 0, no gradient to earlier sentences, "
                         "tells what reading and writing the memory cost from what the gradient costs)")
@@ -196,7 +212,7 @@ def trainer_of(system, data, args) -> Trainer:
     ]
     if "document_translation" in command:
         command += ["--optimization-window", args.optimization_window,
-                    "--passes-per-step", str(args.passes_per_step)]
+                    "--passes-per-step", str(args.passes_per_step), "--lane-rows", args.lane_rows]
     command += {"cpu": ["--cpu"], "cuda": []}[args.device]
     command += ["--fp16"] if args.fp16 else ["--bf16"] if args.bf16 else []
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), command))
@@ -281,6 +297,40 @@ def flops_per_target_token(trainer, batches, args) -> float:
     return counter.flops / totals["target"]
 
 
+def forward_flops_per_target_token(trainer, batches, args) -> float:
+    """F: the FLOPs of the model's forward pass alone per target token, over ``args.updates`` of
+    its batches (the plain transformer's on fairseq's batches: the unit of the decomposition)."""
+    model, target, device = trainer.model, 0, torch.device(args.device)
+    with torch.no_grad(), ArithmeticCounter() as counter:
+        for _ in range(args.updates):
+            sample = utils.apply_to_sample(lambda t: t.to(device), next(batches))
+            model(**sample["net_input"])
+            target += sample["ntokens"]
+    return counter.flops / target
+
+
+def decomposition(flops: Dict[str, float], forward: float, systems) -> str:
+    """Each memory mode's arithmetic per target token in parts, in units of F (``forward``)."""
+    modes = [name for name in systems if name.startswith("memory") and name != "memory_reach0"]
+    parts = [("the transformer's forward and backward", lambda mode: flops["plain"])]
+    parts.append(("padding of the memory model's batches", lambda mode: flops["plain_documents"] - flops["plain"]))
+    if "memory_reach0" in flops:
+        parts.append(("the memory, read and written", lambda mode: flops["memory_reach0"] - flops["plain_documents"]))
+        parts.append(("the gradient to earlier sentences", lambda mode: flops[mode] - flops["memory_reach0"]))
+    else:
+        parts.append(("the memory and the gradient to earlier sentences",
+                      lambda mode: flops[mode] - flops["plain_documents"]))
+    width = max(len(name) for name, _ in parts) + 2
+    lines = [f"arithmetic per target token in F = {forward / 1e6:.2f} MFLOP, the transformer's forward pass per "
+             "target token on its own batches:",
+             f"  {'part':<{width}}" + "".join(f"{systems[mode][0]:>26}" for mode in modes)]
+    for name, part in parts:
+        lines.append(f"  {name:<{width}}" + "".join(f"{part(mode) / forward:>26.2f}" for mode in modes))
+    lines.append(f"  {'total':<{width}}" + "".join(
+        f"{flops[mode] / forward:>15.2f} ({flops[mode] / flops['plain']:.2f}x)" for mode in modes))
+    return "\n".join(lines)
+
+
 def profile(system, trainer, batches, args):
     """Where ``args.updates`` more updates of ``trainer`` spend their time: the named parts of
     a training step (fairseq's and the criterion's), then torch.profiler's top operators."""
@@ -323,6 +373,7 @@ def main(argv=None):
             seconds[system] += train_updates(trainer, batches[system], args.updates, args.device, totals[system])
     peaks = {system: peak_in_subprocess(args, system) for system in systems}
     flops = {system: flops_per_target_token(trainer, batches[system], args) for system, trainer in trainers.items()}
+    forward = forward_flops_per_target_token(trainers["plain"], batches["plain"], args)
 
     embed, ffn, heads, layers = SIZES[args.size]
     threads = f", {torch.get_num_threads()} threads" if args.device == "cpu" else ""
@@ -332,16 +383,16 @@ def main(argv=None):
     documents = args.data or f"{args.documents} synthetic documents"
     print(f"model {embed}/{ffn}, {heads} heads, {layers}+{layers} layers ({args.size}); "
           f"{documents}; --max-tokens {args.max_tokens}; lanes: --optimization-window "
-          f"{args.optimization_window}, --passes-per-step {args.passes_per_step}")
+          f"{args.optimization_window}, --lane-rows {args.lane_rows}, --passes-per-step {args.passes_per_step}")
     print(f"{args.repeats} alternating rounds of {args.updates} updates each, after {args.warmup} warm-up updates; "
           f"peak = {peak_name(args.device)} over {args.updates} updates, a fresh process each; "
           f"FLOPs of matrix products and attention over {args.updates} more updates\n")
-    print("memory: transformer_recurrent_memory with --gradient-reach K, its gradient recomputed across "
-          "windows unless 'drop'; 'x plain' columns: tokens/s and peak memory over the transformer's; "
-          "'x arith': arithmetic per target token over the transformer's; 'of ceiling': tokens/s x plain "
-          "over 1 / x arith\n")
+    print("memory: transformer_recurrent_memory with --gradient-reach window or K, its gradient recomputed "
+          "across windows unless 'drop'; 'x plain' columns: tokens/s and peak memory over the transformer's; "
+          "'x arith': arithmetic per target token over the transformer's; 'ceiling': 1 / x arith, the tokens/s "
+          "ratio its arithmetic allows at equal FLOP rates; 'of ceiling': x plain over the ceiling\n")
     header = ("model", "tgt tok/s", "x plain", "real tok/pass", "padding", "passes/upd", "peak MiB", "x plain",
-              "MFLOP/tgt tok", "x arith", "of ceiling")
+              "MFLOP/tgt tok", "x arith", "ceiling", "of ceiling")
     print(f"  {header[0]:<32}" + "".join(f"{h:>14}" for h in header[1:]))
     rate = {system: totals[system]["target"] / seconds[system] for system in systems}
     for system, (label, _) in systems.items():
@@ -350,23 +401,19 @@ def main(argv=None):
         row = (f"{rate[system]:.0f}", f"{speed:.3f}", f"{t['real'] / t['passes']:.0f}",
                f"{1 - t['real'] / t['padded']:.3f}", f"{t['passes'] / (args.repeats * args.updates):.2f}",
                f"{peaks[system] / MiB:.1f}", f"{peaks[system] / peaks['plain']:.3f}", f"{flops[system] / 1e6:.2f}",
-               f"{arithmetic:.3f}", f"{speed * arithmetic:.3f}")
+               f"{arithmetic:.3f}", f"{1 / arithmetic:.3f}", f"{speed * arithmetic:.3f}")
         print(f"  {label:<32}" + "".join(f"{cell:>14}" for cell in row))
-    print(f"\n  ratio {systems['memory'][0]}/plain: tokens/s {rate['memory'] / rate['plain']:.3f} (target >= 0.8), "
-          f"peak memory {peaks['memory'] / peaks['plain']:.3f} (target <= 1.2)")
-    print(f"  of which the lanes: {rate['plain_documents'] / rate['plain']:.3f} (target >= 0.95), "
-          f"the memory: {rate['memory'] / rate['plain_documents']:.3f} (tokens/s ratios)")
+    padding = 1 - totals["memory"]["real"] / totals["memory"]["padded"]
+    print(f"\n  {systems['memory'][0]}/plain: tokens/s {rate['memory'] / rate['plain']:.3f} (target >= 0.75), "
+          f"arithmetic {flops['memory'] / flops['plain']:.3f} (target <= 1.35), padding {padding:.3f} "
+          f"(target <= 0.08), peak memory {peaks['memory'] / peaks['plain']:.3f}")
+    print(f"  the transformer in the memory model's batches/plain: tokens/s "
+          f"{rate['plain_documents'] / rate['plain']:.3f} (target >= 0.93)")
     for system in args.systems:
         speed, arithmetic = rate[system] / rate["plain"], flops[system] / flops["plain"]
         print(f"  {systems[system][0]}/plain: tokens/s {speed:.3f}, arithmetic {arithmetic:.2f}, so "
               f"{speed * arithmetic:.3f} of the speed its arithmetic allows")
-    arithmetic = flops["memory"] / flops["plain"]
-    print(f"  arithmetic per target token memory/plain: {arithmetic:.2f}, so at equal FLOP rates "
-          f"tokens/s {1 / arithmetic:.3f} at most")
-    if "memory_reach0" in systems:
-        print(f"  of that arithmetic over the document batches' ({flops['memory'] / flops['plain_documents']:.2f}): "
-              f"reading and writing the memory (reach 0) {flops['memory_reach0'] / flops['plain_documents']:.2f}, "
-              f"then the gradient to earlier sentences {flops['memory'] / flops['memory_reach0']:.2f}")
+    print("\n" + decomposition(flops, forward, systems))
     if args.profile:
         for system, trainer in trainers.items():
             profile(system, trainer, batches[system], args)

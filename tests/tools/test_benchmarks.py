@@ -17,17 +17,26 @@ def run_script(name, *arguments):
 def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path):
     table = run_script(
         "benchmark_training.py", "--documents", "40", "--warmup", "1", "--updates", "1", "--repeats", "1",
-        "--gradient-reaches", "1", "--systems", "amn", "--workdir", str(tmp_path),
+        "--gradient-reaches", "window,0", "--optimization-window", "2", "--systems", "amn", "--workdir", str(tmp_path),
     )
-    rows = {label: cells.split() for label, cells in re.findall(r"^  (\S.*?\S)  +(\d.*)$", table, re.M)}
-    assert set(rows) == {"transformer", "transformer, document batches", "memory, reach 1",
-                         "memory, reach 1, drop", "associated memory"}
-    assert all(len(cells) == 10 for cells in rows.values())
+    rows_table, decomposition = table.split("arithmetic per target token in F = ")
+    rows = {label: cells.split() for label, cells in re.findall(r"^  (\S.*?\S)  +(\d.*)$", rows_table, re.M)}
+    assert set(rows) == {"transformer", "transformer, document batches", "memory, window", "memory, window, drop",
+                         "memory, reach 0", "associated memory"}
+    assert all(len(cells) == 11 for cells in rows.values())
     assert rows["transformer"][1] == "1.000" and rows["transformer"][8] == "1.000"
     assert float(rows["associated memory"][4]) == 1.0, "one forward pass an update: a batch of sentences"
-    assert float(rows["memory, reach 1"][4]) > 1.0, "lanes: several sentence steps an update"
+    assert float(rows["memory, window"][4]) > 1.0, "lanes: several sentence steps an update"
+    assert abs(float(rows["memory, window"][9]) * float(rows["memory, window"][8]) - 1) < 0.01, "ceiling: 1 / x arith"
     assert re.search(r"associated memory/plain: tokens/s [\d.]+, arithmetic [\d.]+, so [\d.]+ of the speed", table)
-    assert re.search(r"of which the lanes: [\d.]+ \(target >= 0.95\)", table)
+    assert re.search(r"the transformer in the memory model's batches/plain: tokens/s [\d.]+ \(target >= 0.93\)", table)
+    parts = {name: cells for name, *cells in (re.split(r"\s{2,}", line.strip()) for line in decomposition.splitlines()[2:])}
+    assert list(parts) == ["the transformer's forward and backward", "padding of the memory model's batches",
+                           "the memory, read and written", "the gradient to earlier sentences", "total"]
+    window = [float(parts[name][0]) for name in list(parts)[:4]]
+    assert 2.5 < window[0] < 3.5, "forward and backward: about 3 forward passes"
+    assert abs(sum(window) - float(parts["total"][0].split()[0])) < 0.02, "the parts add up"
+    assert float(parts["the gradient to earlier sentences"][0]) > 0, "the recomputed step"
 
 
 def test_decoding_benchmark_compares_the_same_hypotheses():
