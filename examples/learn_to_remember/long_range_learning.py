@@ -267,16 +267,17 @@ def probe(args, data: Path, directory: Path, variant: str, epoch: int, documents
 
 
 def format_probes(probes, long_range) -> str:
-    buckets = ["1 back", f"2-{long_range - 1} back", f">={long_range} back"]
+    buckets = sense_buckets(long_range)
+    width = max([14, *(len(variant) + 2 for variant, _ in probes)])
     lines = ["probe: Update Attention on the first sentence's cue words (x their share of its tokens), and the "
              "topic told from the memory read d sentences later (nearest centroid, chance 50%)",
-             f"  {'variant':<14}{'epoch':>6}  {'layer':<12}{'cue weight':>12}" + "".join(f"{b:>16}" for b in buckets)]
+             f"  {'variant':<{width}}{'epoch':>6}  {'layer':<12}{'cue weight':>12}" + "".join(f"{b:>16}" for b in buckets)]
     for (variant, epoch), layers in probes.items():
         for layer, found in layers.items():
             weight = f"{found['written']:.2f}" if found["written"] is not None else "-"
             cells = [f"{100 * found['kept'][b][0] / found['kept'][b][1]:.1f}%" if b in found["kept"] else "-"
                      for b in buckets]
-            lines.append(f"  {variant:<14}{epoch:>6}  {layer:<12}{weight:>12}" + "".join(f"{c:>16}" for c in cells))
+            lines.append(f"  {variant:<{width}}{epoch:>6}  {layer:<12}{weight:>12}" + "".join(f"{c:>16}" for c in cells))
     return "\n".join(lines)
 
 
@@ -312,10 +313,11 @@ def accuracy(counts, name) -> float:
 
 def format_table(results, target_tokens, long_range, seconds):
     buckets = ["pronoun", *sense_buckets(long_range)]
+    width = max([14, *(len(variant) + 2 for variant in results)])
     lines = [f"contrastive accuracy on the pronouns (chance 1/3) and on the sense words (chance 50%) by how far "
              f"back the first sentence is; {target_tokens} training target tokens an epoch; train s: seconds of "
              f"training to the epoch's end",
-             f"  {'variant':<14}{'epoch':>6}{'tgt tokens':>12}{'train s':>9}" + "".join(f"{b:>16}" for b in buckets)]
+             f"  {'variant':<{width}}{'epoch':>6}{'tgt tokens':>12}{'train s':>9}" + "".join(f"{b:>16}" for b in buckets)]
     for variant, by_epoch in results.items():
         for epoch, counts in sorted(by_epoch.items()):
             cells = []
@@ -323,7 +325,7 @@ def format_table(results, target_tokens, long_range, seconds):
                 right, total = counts.get(name, (0, 0))
                 cells.append(f"{100 * right / total:.1f}% of {total}" if total else "-")
             wall = seconds[variant].get(epoch)
-            lines.append(f"  {variant:<14}{epoch:>6}{epoch * target_tokens:>12}{wall if wall is not None else '-':>9}"
+            lines.append(f"  {variant:<{width}}{epoch:>6}{epoch * target_tokens:>12}{wall if wall is not None else '-':>9}"
                          + "".join(f"{c:>16}" for c in cells))
     return "\n".join(lines)
 
@@ -332,15 +334,16 @@ def format_time_to_quality(results, target_tokens, long_range, seconds, quality)
     """Per variant, the first epoch at whose end the sense words are right at least ``quality`` of the
     time at every distance: its training target tokens and seconds."""
     lines = [f"time to quality: the first epoch with >= {quality:.0%} of the sense words right at every distance"]
+    width = max([14, *(len(variant) + 2 for variant in results)])
     for variant, by_epoch in results.items():
         reached = [epoch for epoch, counts in sorted(by_epoch.items())
                    if all(accuracy(counts, name) >= quality for name in sense_buckets(long_range))]
         if not reached:
-            lines.append(f"  {variant:<14} not within {max(by_epoch, default=0)} epochs")
+            lines.append(f"  {variant:<{width}}not within {max(by_epoch, default=0)} epochs")
             continue
         epoch = reached[0]
         wall = seconds[variant].get(epoch)
-        lines.append(f"  {variant:<14} epoch {epoch}, {epoch * target_tokens} target tokens, "
+        lines.append(f"  {variant:<{width}}epoch {epoch}, {epoch * target_tokens} target tokens, "
                      + (f"{wall} s of training" if wall is not None else "its training time not logged"))
     return "\n".join(lines)
 
