@@ -1,9 +1,10 @@
 """The one document pipeline every system runs on; it knows no system by name.
 
 ``data.py`` turns a binarized split and its ``.docids`` into sentence steps of documents in
-lanes (``chunks.py`` cuts documents into chunks for systems that read a whole chunk's source;
-``chosen_context.py`` picks the next or random sentences a system's sentences read instead of
-what their lanes carry);
+lanes (``refilled_lanes.py`` plans training's lanes, whose steps ``packing.py`` packs several
+sentences to a row, each confined to itself by ``packed_attention.py``; ``chunks.py`` cuts
+documents into chunks for systems that read a whole chunk's source; ``chosen_context.py`` picks
+the next or random sentences a system's sentences read instead of what their lanes carry);
 ``task.py`` (``document_translation``) feeds them to fairseq; ``criterion.py`` trains on them and
 ``generator.py`` decodes them, both keeping what each lane carries from sentence to sentence
 (``carry.py``) through the interface a system implements (``system.py``); a sentence step

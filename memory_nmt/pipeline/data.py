@@ -4,7 +4,8 @@ A split is fairseq-preprocess output (a ``LanguagePairDataset`` of sentences) pl
 document index ``{split}.{src}-{tgt}.docids``: one document id per sentence line, each
 document's sentences contiguous and in order.
 
-How documents become batches, with 5 documents A(3 sentences) B(3) C(2) D(2) E(1)::
+How documents become batches in validation and decoding (and in training for a system that
+reads whole chunks), with 5 documents A(3 sentences) B(3) C(2) D(2) E(1)::
 
     groups (documents of similar length,        group 0: lanes A B   group 1: lanes C D E
     within --max-tokens / --batch-size):
@@ -15,13 +16,16 @@ Batch t of a group holds sentence t of every document of the group that is that 
 consecutive batches of a group continue the same documents, each in its own lane (lane
 numbers go with every batch, see ``carry.py``). Documents are sorted by length before groups
 are filled, so lanes empty late. ``--max-tokens`` bounds the padded tokens of every batch,
-counting the previous sentences a system prepends to each sentence (``step_tokens``).
+counting the previous sentences a system prepends to each sentence (``step_tokens``). Other
+splits' items are single steps, in order.
 
-The sentences of one step differ in length, and one padded batch pads each to the longest. In
-training, ``--passes-per-step N`` lets a step go through the model in up to N forward passes of
-similar-length rows (``forward_passes``): its padded tokens, which --max-tokens bounds, are then
-those of its passes together, so a group takes more lanes. A step's rows stay one step for the
-carry and the gradient (``criterion.py``); only the padding changes.
+Training in lanes is planned by ``refilled_lanes.py`` (a lane takes its next document as soon as
+one ends, so steps stay full) into the ``SentenceStep``s defined here: a step holds one sentence
+of each lane, its sentences one a row in up to ``--passes-per-step`` forward passes of
+similar widths (``forward_passes``), or several a row (``packing.py``). The training split's
+items are optimisation windows: runs of consecutive steps of one group whose gradients make one
+update (``--optimization-window``). A step's rows stay one step for the carry and the gradient
+(``criterion.py``); only the padding changes.
 
 A system whose sentences read context sentences the data chooses (the next ones, or random ones
 of other documents: ``chosen_context.py``) gets, in every batch, each row's chosen sentences
@@ -34,13 +38,11 @@ sentence of its chunks a row, ``whole_chunk_groups``); their other batches are s
 above, each row telling its sentence's index in its chunk, and a chunk's first sentence bringing
 the source of the whole chunk.
 
-For data-parallel training, whole groups are dealt to workers (longest first, each to the
-worker with the fewest steps so far), so every document lands in exactly one lane of one
-worker; a worker with fewer items gets empty ones at the end, which fairseq turns into
-zero-weight dummy batches, so every worker runs the same number of batches. The training
-split's items are optimisation windows: runs of consecutive steps of one group whose
-gradients make one update (``--optimization-window``). Groups are shuffled each epoch;
-steps inside a group never are. Other splits' items are single steps, in order.
+For data-parallel work, whole groups are dealt to workers (longest first, each to the worker
+with the fewest steps so far), so every document lands in exactly one lane of one worker; a
+worker with fewer items gets empty ones at the end, which fairseq turns into zero-weight dummy
+batches, so every worker runs the same number of batches. Groups are shuffled each epoch in
+training; steps inside a group never are.
 
 No sentence is ever dropped: a sentence that does not fit ``--max-tokens`` or the model's
 positions is an error that names its document and sentence.

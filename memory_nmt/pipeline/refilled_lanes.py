@@ -24,7 +24,7 @@ the worker with the fewest) and its own lanes; one with fewer items gets empty o
 (fairseq's dummy batches). The documents are dealt to lanes in an order drawn anew every epoch,
 and the number of lanes is the most with which every step fits ``--max-tokens`` in up to
 ``--passes-per-step`` forward passes, and ``--batch-size``, found by bisection over the
-epoch's dealing. How a step's sentences go into rows is its ``RowLayout``:
+epoch's dealing. How a step's sentences go into rows is its row layout, one of:
 
 - ``OneSentenceARow``: each sentence a row (with the context a system reads before it), the
   rows padded to the widest of their pass; a step's passes (of similar widths, ``data.py``'s
