@@ -24,7 +24,7 @@ attention, which grows with a row's length squared (more so the narrower the mod
 """
 import heapq
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -61,11 +61,13 @@ def step_cost(widths: Widths, rows: List[List[int]], embed_dim: int) -> float:
     return len(rows) * (source + target + (source * source + target * target) / (ATTENTION_PER_TOKEN * embed_dim))
 
 
-def pack(widths: Widths, embed_dim: int) -> List[List[int]]:
-    """The rows of the least ``step_cost`` among rows of 1 to 8 sentences (``SENTENCES_PER_ROW``)."""
+def pack(widths: Widths, embed_dim: int, max_tokens: Optional[int] = None) -> List[List[int]]:
+    """The rows of the least ``step_cost`` among rows of 1 to 8 sentences (``SENTENCES_PER_ROW``)
+    that fit ``max_tokens`` (``padded_tokens``); of them all where none does."""
     options = {-(-len(widths) // size) for size in SENTENCES_PER_ROW}
     candidates = [deal_to_rows(widths, count) for count in sorted(options, reverse=True)]
-    return min(candidates, key=lambda rows: step_cost(widths, rows, embed_dim))
+    fitting = [rows for rows in candidates if max_tokens is None or padded_tokens(widths, rows) <= max_tokens]
+    return min(fitting or candidates, key=lambda rows: step_cost(widths, rows, embed_dim))
 
 
 def padded_tokens(widths: Widths, rows: List[List[int]]) -> int:

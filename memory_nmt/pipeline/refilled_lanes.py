@@ -99,7 +99,9 @@ class SentencesPacked:
         return [(int(dataset.pairs.src_sizes[i]), int(target[i]) if target is not None else 0) for i in range(first, last)]
 
     def least_width(self, widths: Sequence[Tuple[int, int]]) -> int:
-        return min(max(width) for width in widths)
+        """The fewest tokens a sentence can add to a pass: sentences that share a row share its
+        width, and a row is at least as wide as the mean of its two sides' tokens."""
+        return max(1, min(sum(width) // 2 for width in widths))
 
     def refuse_wider(self, dataset: DocumentDataset, document: Document, widths: Sequence[Tuple[int, int]]):
         dataset.refuse_wider_than(self.max_tokens, document, [max(width) for width in widths], (0, 0))
@@ -115,7 +117,7 @@ class SentencesPacked:
                 dealt[within if turn % 2 == 0 else count - 1 - within].append(sentence)
             passes = []
             for sentences in dealt:
-                rows = pack([widths[i] for i in sentences], self.embed_dim)
+                rows = pack([widths[i] for i in sentences], self.embed_dim, self.max_tokens)
                 passes.append(tuple(tuple(sentences[i] for i in row) for row in rows))
                 if self.max_tokens is not None and padded_tokens([widths[i] for i in sentences], rows) > self.max_tokens:
                     break
