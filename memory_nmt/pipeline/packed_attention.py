@@ -35,13 +35,17 @@ POSITIONS = (SinusoidalPositionalEmbedding, LearnedPositionalEmbedding)
 def why_not_confinable(model) -> Optional[str]:
     """Why the attention of ``model`` (a fairseq encoder-decoder model, or a data-parallel wrapper
     around one) cannot be confined to packed sentences, or None when it can: every layer of its
-    encoder and decoder must be fairseq's transformer layer, its positions sinusoidal or learned."""
+    encoder and decoder must be fairseq's transformer layer, none of them run forward again in the
+    backward pass (``--checkpoint-activations``: the masks are gone by then), its positions
+    sinusoidal or learned."""
     model = unwrapped(model)
     for side, layer_type in (("encoder", TransformerEncoderLayerBase), ("decoder", TransformerDecoderLayerBase)):
         part = getattr(model, side, None)
         layers = getattr(part, "layers", None)
         if layers is None or not all(isinstance(layer, layer_type) for layer in layers):
             return f"its {side} is not made of fairseq's transformer layers"
+        if any(hasattr(layer, "precheckpoint_forward") for layer in layers):  # fairseq's checkpoint_wrapper
+            return f"its {side}'s layers run forward again in the backward pass (--checkpoint-activations)"
         positions = getattr(part, "embed_positions", None)
         if positions is not None and not isinstance(positions, POSITIONS):
             return f"its {side}'s positions are a {type(positions).__name__}"

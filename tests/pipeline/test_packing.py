@@ -3,6 +3,8 @@ the layout of a packed batch, and that a packed sentence neither reads nor sends
 other sentences of its row, for the recurrent memory model (which reads each sentence's own lane's
 memory) and fairseq's transformer. That packed steps train as the same sentences one a row do is
 in test_criterion.py (loss, gradients and carry)."""
+import logging
+
 import pytest
 import torch
 
@@ -100,7 +102,7 @@ def test_a_packed_sentence_reads_nothing_of_the_other_sentences_of_its_row(data_
     model.eval()
     sample, earlier, dataset = packed_pass(task)
     carry = carry_before(model, earlier, dataset) if arch is TINY_MODEL else None
-    shared, victim = sharing(sample)
+    _, victim = sharing(sample)
     ids = sample["id"].tolist()
     with torch.no_grad():
         reference = run(model, sample, carry)
@@ -147,3 +149,13 @@ def test_the_loss_of_one_packed_sentence_sends_no_gradient_into_the_others_of_it
     real = sample["net_input"]["src_tokens"][shared].ne(task.source_dictionary.pad())
     assert grad[(owner == victim) & real].sum() > 0
     assert grad[(owner != victim) & real].sum() == 0
+
+
+def test_layers_that_run_forward_again_in_the_backward_pass_keep_one_sentence_a_row(data_bin, caplog):
+    """With --checkpoint-activations a layer's forward runs again in the backward pass, after the
+    masks that confine its attention are gone: such a model trains one sentence a row, and says so."""
+    caplog.set_level(logging.INFO, logger="memory_nmt.pipeline.task")
+    task, _, _, _ = build(data_bin, *SENTENCE, "--checkpoint-activations")
+    assert ("one sentence a row (its encoder's layers run forward again in the backward pass "
+            "(--checkpoint-activations))") in caplog.text
+    assert task.packed_width is None
