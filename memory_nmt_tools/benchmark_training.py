@@ -326,8 +326,8 @@ def decomposition(flops: Dict[str, float], forward: float, systems) -> str:
              f"  {'part':<{width}}" + "".join(f"{systems[mode][0]:>26}" for mode in modes)]
     for name, part in parts:
         lines.append(f"  {name:<{width}}" + "".join(f"{part(mode) / forward:>26.2f}" for mode in modes))
-    lines.append(f"  {'total':<{width}}" + "".join(
-        f"{flops[mode] / forward:>15.2f} ({flops[mode] / flops['plain']:.2f}x)" for mode in modes))
+    totals = [f"{flops[mode] / forward:.2f} ({flops[mode] / flops['plain']:.2f}x)" for mode in modes]
+    lines.append(f"  {'total':<{width}}" + "".join(f"{total:>26}" for total in totals))
     return "\n".join(lines)
 
 
