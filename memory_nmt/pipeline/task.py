@@ -21,6 +21,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+import numpy as np
 import torch
 from fairseq import utils
 from fairseq.data import iterators
@@ -58,6 +59,7 @@ TRAINING_BATCHES = ("system", "lanes")
 LANE_ROWS = ("packed", "padded")
 DEFAULT_WINDOW = "1"  # one sentence step an update: measured in docs/training.md, the paper's is 'full'
 DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
+PLAN = "plan_fingerprint"  # in the training iterator's state: a digest of its epoch's batches
 TRAINING_UNIT_LOG = {
     "lanes": "documents in lanes that refill, sentence step by sentence step, --optimization-window "
              "steps an update (refilled_lanes.py)",
@@ -71,6 +73,13 @@ TRAINING_UNIT_LOG = {
 def fingerprint(dictionary) -> str:
     """A digest of a fairseq dictionary's symbols in their order (its indices)."""
     return hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()
+
+
+def plan_fingerprint(batches, *settings) -> str:
+    """A digest of an epoch's batches (arrays of dataset indices, or windows of sentence steps)
+    and the ``settings`` that order them."""
+    listed = [batch.tolist() if isinstance(batch, np.ndarray) else batch for batch in batches]
+    return hashlib.sha256(repr((listed, settings)).encode("utf-8")).hexdigest()
 
 
 def world_size(cfg) -> int:
@@ -101,7 +110,32 @@ class DocumentBatchIterator(iterators.EpochBatchIterator):
     that garbage when forked, then had torch stop workers that were not its children:
     fairseq-validate and fairseq-train printed "Exception ignored ... can only test a child
     process".
+
+    A training iterator also keeps a digest of its epoch's batches (``plan``) in its state, and
+    refuses to resume inside an epoch planned otherwise than the checkpoint's: the batches left
+    would repeat or skip sentences.
     """
+
+    def __init__(self, *args, plan: Optional[str] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.plan = plan
+
+    def state_dict(self):
+        return {**super().state_dict(), PLAN: self.plan}
+
+    def load_state_dict(self, state_dict):
+        saved, done = state_dict.get(PLAN), state_dict.get("iterations_in_epoch", 0)
+        if done and saved is not None and self.plan is not None and saved != self.plan:
+            raise DocumentDataError(
+                f"the checkpoint was saved {done} batches into epoch {state_dict['epoch']}, whose training "
+                "batches are planned otherwise now (by an option that shapes them: --max-tokens, "
+                "--batch-size, --optimization-window, --lane-rows, --passes-per-step, "
+                "--training-batches, --seed, the number of workers; or by other data): the rest of "
+                "the epoch would repeat or skip sentences. Give the options the run began with "
+                "(fairseq-train resumes with its command line's), or --reset-dataloader to start "
+                "again from epoch 1"
+            )
+        super().load_state_dict(state_dict)
 
     def _get_iterator_for_epoch(self, epoch, shuffle, fix_batches_to_gpus=False, offset=0):
         batches = super()._get_iterator_for_epoch(epoch, shuffle, fix_batches_to_gpus, offset)
@@ -200,9 +234,9 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         check_ranges(cfg, DocumentTranslationConfig)
         if world_size(cfg) > 1 and cfg.ddp_backend not in DDP_BACKENDS:
             raise OptionError(
-                f"--ddp-backend {cfg.ddp_backend}: document training calls backward once per "
-                "sentence step, which PyTorch's DistributedDataParallel cannot reduce; use "
-                "--ddp-backend legacy_ddp"
+                f"--ddp-backend {cfg.ddp_backend}: document training runs a window's sentence "
+                "steps through the model before it back-propagates them, which PyTorch's "
+                "DistributedDataParallel cannot reduce; use --ddp-backend legacy_ddp"
             )
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
@@ -351,6 +385,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             epoch=epoch,
             buffer_size=data_buffer_size,
             disable_shuffling=True,
+            plan=plan_fingerprint(items.items, num_shards, shard_id) if training else None,
         )
 
     def sentence_batch_iterator(self, dataset, max_tokens, max_sentences, max_positions, seed, num_shards,
@@ -371,6 +406,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             num_workers=num_workers,
             epoch=epoch,
             buffer_size=data_buffer_size,
+            plan=plan_fingerprint(batches, seed, num_shards, shard_id),
         )
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):

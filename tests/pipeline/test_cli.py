@@ -111,6 +111,9 @@ def test_resuming_inside_a_group_replays_it_and_follows_the_same_losses(data_bin
 
 
 def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin, tmp_path):
+    """Checkpoints saved inside an epoch resume; resuming inside an epoch whose batches are now
+    planned otherwise (another --optimization-window) is refused: the rest of the epoch would
+    repeat or skip sentences."""
     save_dir = tmp_path / "checkpoints"
     arguments = [*MEMORY_TRAIN, "--save-dir", str(save_dir), "--save-interval-updates", "2"]
     run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "4"])
@@ -120,6 +123,13 @@ def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin
     log = resumed.stdout + resumed.stderr
     assert re.search(r"Loaded checkpoint .*checkpoint_1_4\.pt \(epoch 1 @ 4 updates\)", log)
     assert "num_updates 6" in log or "num_updates=6" in log
+    other_batches = [a if a != "1-3" else "2" for a in arguments]
+    refused = subprocess.run([fairseq_command("fairseq-train"), str(data_bin), *other_batches, "--max-update", "6",
+                              "--restore-file", str(save_dir / "checkpoint_1_2.pt")], capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert ("the checkpoint was saved 2 batches into epoch 1, whose training batches are planned otherwise now"
+            in refused.stderr), refused.stderr[-2000:]
+    assert "Traceback" not in refused.stderr
 
 
 @pytest.mark.parametrize("contents, message", [

@@ -47,7 +47,7 @@ def test_torchrun_without_the_legacy_ddp_backend_is_refused_by_name(data_bin, tm
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     log = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "fairseq-train: error: --ddp-backend pytorch_ddp: document training calls backward once per sentence step" in log
+    assert "fairseq-train: error: --ddp-backend pytorch_ddp: document training runs a window's sentence steps through the model before it back-propagates them" in log
     assert "device_ids and output_device" not in log
 
 
