@@ -227,7 +227,8 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                     backward(loss)
             if counted:
                 total_loss = total_loss + loss.detach()
-            carry = carry if truncation is not None and truncation.keeps_carry_graph() else carry.detach()
+            keeps_graph = truncation is not None and truncation.keeps_carry_graph() and carry.differentiable_states()
+            carry = carry if keeps_graph else carry.detach()
         if truncation is not None:
             truncation.finish()
         if not stateless:
