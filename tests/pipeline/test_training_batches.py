@@ -11,6 +11,7 @@ import torch
 
 from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, walk
 from memory_nmt.pipeline.data import steps_of
+from memory_nmt.pipeline.packing import PackedRows
 
 SENTENCE = ["--arch", "transformer", *TINY_DIMS]
 
@@ -142,24 +143,44 @@ def test_a_refilled_lane_starts_its_next_document_from_nothing_carried(data_bin)
     assert torch.allclose(alone[new], first, atol=1e-6)
 
 
+def source_columns(step, sentence):
+    """(row, columns) of ``step``'s source tokens of ``sentence`` (a dataset index), one a row or packed."""
+    place = step["id"].tolist().index(sentence)
+    if "packed_rows" not in step:
+        return place, slice(None)
+    rows = PackedRows.of(step)
+    start = int(rows.source_start[place])
+    return int(rows.sentence_row[place]), slice(start, start + int(rows.source_length[place]))
+
+
+def only_the_loss_of(step, sentence, pad):
+    """``step`` with every target token but ``sentence``'s padding (no loss)."""
+    place = step["id"].tolist().index(sentence)
+    if "packed_rows" in step:
+        others = PackedRows.of(step).target_sentence != place
+    else:
+        others = (step["id"] != sentence).unsqueeze(1).expand_as(step["target"])
+    return dict(step, target=step["target"].masked_fill(others, pad))
+
+
+@pytest.mark.parametrize("reach, rows", [("2", "padded"), ("window", "packed")])
 @pytest.mark.parametrize("across", ["recompute", "drop"])
-def test_no_loss_of_one_document_sends_gradient_into_another(data_bin, across):
-    """With the gradient reaching 2 sentences back, the loss of the new document's first sentence
-    reaches nothing of the lane's previous document; made to go on with it (the lane's carry
-    read), the same loss does: the test can tell."""
+def test_no_loss_of_one_document_sends_gradient_into_another(data_bin, across, reach, rows):
+    """With the gradient reaching 2 sentences back (or every earlier sentence of the window), the
+    loss of the new document's first sentence reaches nothing of the lane's previous document;
+    made to go on with it (the lane's carry read), the same loss does: the test can tell."""
     task, model, criterion, _ = build(
-        data_bin, *TINY_MODEL, "--optimization-window", "2", "--gradient-reach", "2",
-        "--gradient-across-windows", across, "--dropout", "0", "--lane-rows", "padded",
+        data_bin, *TINY_MODEL, "--optimization-window", "2", "--gradient-reach", reach,
+        "--gradient-across-windows", across, "--dropout", "0", "--lane-rows", rows,
     )
     make_reads_nonzero(model)
     model.train()
     window, lane, ended, new = refilled_boundary(task)
     pad = task.target_dictionary.pad()
+    assert ("packed_rows" in window[0]) == (rows == "packed")
 
     def gradient_at_the_ended_document(second):
-        steps = [dict(window[0], target=torch.full_like(window[0]["target"], pad)), second]
-        keep = (second["id"] == new).unsqueeze(1)
-        steps[1] = dict(second, target=second["target"].masked_fill(~keep, pad))
+        steps = [dict(window[0], target=torch.full_like(window[0]["target"], pad)), only_the_loss_of(second, new, pad)]
         embedded = []
 
         def retain(module, inputs, output):
@@ -172,8 +193,8 @@ def test_no_loss_of_one_document_sends_gradient_into_another(data_bin, across):
             criterion.forward_window(model, steps, backward=lambda loss: loss.backward(), stateless=True)
         finally:
             handle.remove()
-        row = window[0]["id"].tolist().index(ended)
-        return embedded[0].grad[row].abs().sum().item() if embedded[0].grad is not None else 0.0
+        row, columns = source_columns(window[0], ended)
+        return embedded[0].grad[row, columns].abs().sum().item() if embedded[0].grad is not None else 0.0
 
     assert gradient_at_the_ended_document(window[1]) == 0
     carried = dict(window[1], continues=torch.ones_like(window[1]["continues"]))
