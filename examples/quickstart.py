@@ -11,7 +11,7 @@ documents here), all of the same size, each on its own training batches for the 
 translates the test documents with each, and prints s-BLEU, d-BLEU, how much of its context each
 uses (CXMI on the test references, ``memory_nmt_tools/context_usage.py``) and the accuracy on the
 context-dependent words by how far back their cue is (also written to WORK/results.txt), with a
-paragraph on what the table shows. Takes about 3 to 4 minutes on 2 CPU cores.
+paragraph on what the table shows. Takes about 4 minutes on 2 CPU cores.
 
     python examples/quickstart.py [--workdir quickstart] [--seed 1] [--force]
 
@@ -40,10 +40,6 @@ SPLITS = {"train": 1000, "valid": 100, "test": 100}  # documents per split
 SPLIT_SEED_OFFSET = {"train": 0, "valid": 1000, "test": 2000}
 EPOCHS = 6
 MAX_TOKENS = 512
-# Sentence steps per update of the memory model, which trains in lanes. Not the task's default of
-# one: on these documents of 4-8 sentences 2-4 got every context word right and s-BLEU 100.00 in
-# two runs, one 97.43 and 99.69 (all but 3 of 289 context words in the second; docs/training.md).
-WINDOW = "2-4"
 TRAINING_ARGS = [
     "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
     "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
@@ -60,20 +56,20 @@ SENTENCE = {
 }
 
 
-def document_system(name, *arch_options, windowed=False):
+def document_system(name, *arch_options):
     """A system of the document task: its --arch and options, trained with the document criterion
-    on its own training batches (in optimization windows if it trains in lanes)."""
-    window = ["--optimization-window", WINDOW] if windowed else []
+    on its own training batches (the memory model in the task's default window of sentence steps,
+    each of --max-tokens)."""
     return {
         "name": name,
         "task": ["--user-dir", str(PLUGIN), "--task", "document_translation"],
-        "train": [*arch_options, "--criterion", "document_label_smoothed_cross_entropy", *window],
+        "train": [*arch_options, "--criterion", "document_label_smoothed_cross_entropy"],
     }
 
 
 CONCAT = document_system("concat", "--arch", "transformer_context_concat_small",
                          "--source-context", "1", "--target-context", "0")
-MEMORY = document_system("memory", "--arch", "transformer_recurrent_memory_small", windowed=True)
+MEMORY = document_system("memory", "--arch", "transformer_recurrent_memory_small")
 AMN = document_system("amn", "--arch", "transformer_associated_memory_small", "--context-sentences", "1")
 LOCAL_GLOBAL = document_system("local_global", "--arch", "transformer_local_global_small")
 SYSTEMS = (SENTENCE, CONCAT, MEMORY, AMN, LOCAL_GLOBAL)

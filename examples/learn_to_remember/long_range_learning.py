@@ -1,6 +1,6 @@
 """How fast the memory model learns long-range context, beside the systems it is compared with.
 
-    python examples/learn_to_remember/long_range_learning.py [--workdir runs/long_range] [--variants drop:1,recompute:1,recompute:2,recompute:4]
+    python examples/learn_to_remember/long_range_learning.py [--workdir runs/long_range] [--variants recompute:window,drop:1,recompute:1]
 
 Synthetic documents (``memory_nmt/evaluation/synthetic.py``) of --min-sentences to
 --max-sentences sentences, in which an ambiguous word's sense ("plant": pflanze or fabrik) is
@@ -71,6 +71,7 @@ from memory_nmt.evaluation.synthetic import (  # noqa: E402
     shape_of,
     write_documents,
 )
+from memory_nmt.pipeline.task import DEFAULT_WINDOW  # noqa: E402
 from memory_nmt.pipeline.truncation import GRADIENT_ACROSS_WINDOWS  # noqa: E402
 from memory_nmt_tools.experiments import MODEL_ARGS, StepError, preprocess, run_saving_stdout  # noqa: E402
 from memory_nmt_tools.paths import check_paths  # noqa: E402
@@ -369,7 +370,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", type=Path, default=ROOT / "runs" / "long_range",
                         help="where the corpus, checkpoints and scores go, created if missing (default: %(default)s)")
-    parser.add_argument("--variants", type=parse_variants, default="drop:1,recompute:1,recompute:2,recompute:4",
+    parser.add_argument("--variants", type=parse_variants, default="recompute:window,drop:1,recompute:1",
                         help="comma-separated: the memory model's ACROSS:K (--gradient-across-windows ACROSS "
                         "--gradient-reach K), ACROSS:K@N (the same finetuned from the sentence variant's epoch N), "
                         "'sentence' (the transformer), 'local_global'")
@@ -385,8 +386,8 @@ def parse_args(argv=None):
     parser.add_argument("--model-args", default=shlex.join(MODEL_ARGS),
                         help="the model's size and dropout as fairseq-train options (default: the quickstart's)")
     parser.add_argument("--max-tokens", type=int, default=512)
-    parser.add_argument("--optimization-window", default="1", help="the memory variants' sentence steps per "
-                        "update (default: %(default)s, the task's; the paper's is full)")
+    parser.add_argument("--optimization-window", default=DEFAULT_WINDOW, help="the memory variants' sentence "
+                        "steps per update (default: %(default)s, the task's; the paper's is full)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quality", type=float, default=0.9, help="the share of the sense words right at every "
                         "distance whose first epoch the time to quality is reported for (default: %(default)s)")

@@ -53,7 +53,7 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${SRC:=en}" "${TGT:=de}"
 : "${BPE_MERGES:=30000}"                # joint BPE merge operations, learned on train
 : "${SEED:=1}"
-: "${MAX_TOKENS:=4096}"                 # tokens per batch (per sentence step for the memory model)
+: "${MAX_TOKENS:=4096}"                 # tokens per batch (the memory model's update: MEMORY_MAX_TOKENS)
 : "${UPDATE_FREQ:=1}"                   # gradient accumulation, as fairseq's --update-freq
 : "${MODEL_ARGS:=}"                     # model size options given to both models, e.g. --encoder-layers 3
 : "${POSITIONS:=sinusoidal}"            # every model's token positions: sinusoidal (fairseq's) or learned
@@ -62,10 +62,14 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${MEMORY_ARCH:=transformer_recurrent_memory}"
 : "${MEMORY_LR:=3e-4}" "${PRETRAINED_LR:=6e-5}" "${MEMORY_WARMUP:=1000}" "${MEMORY_DROPOUT:=0.2}"
 : "${FINETUNE_EPOCHS:=20}"              # epochs of every finetuning (memory, concat, amn, local+global, control)
-: "${OPTIMIZATION_WINDOW:=1}"           # the memory model's sentence steps per update, the task's default
+: "${OPTIMIZATION_WINDOW:=4}"           # the memory model's sentence steps per update, the task's default
                                         # (docs/training.md); the paper's section 5.3 'full' makes a whole
                                         # group of lanes one update (3 an epoch on 1,071 documents)
-: "${PASSES_PER_STEP:=3}"               # forward passes per sentence step: less padding (docs/speed.md)
+if [[ -z ${MEMORY_MAX_TOKENS:-} ]]; then  # tokens per sentence step of the memory model: an update of
+    MEMORY_MAX_TOKENS=$MAX_TOKENS         # OPTIMIZATION_WINDOW steps holds a sentence model's batch, as
+    [[ $OPTIMIZATION_WINDOW =~ ^[0-9]+$ ]] && MEMORY_MAX_TOKENS=$((MAX_TOKENS / OPTIMIZATION_WINDOW))
+fi                                      # the time-to-quality measurement did (docs/training.md)
+: "${PASSES_PER_STEP:=1}"               # forward passes per sentence step, each of MEMORY_MAX_TOKENS
 : "${CONCAT_ARCH:=transformer_context_concat}"
 : "${CONCAT_CONTEXT:=--source-context 1 --target-context 0}"   # 2-to-1; 2-to-2: --target-context 1
 : "${AMN_ARCH:=transformer_associated_memory}"
@@ -212,7 +216,8 @@ finetune_memory_as() {
         --lr-scheduler two_rate_inverse_sqrt --lr "$PRETRAINED_LR" --memory-lr "$MEMORY_LR" \
         --warmup-updates "$MEMORY_WARMUP" --memory-warmup-updates "$MEMORY_WARMUP" \
         --dropout "$MEMORY_DROPOUT" --optimization-window "$OPTIMIZATION_WINDOW" \
-        --passes-per-step "$PASSES_PER_STEP" --max-epoch "$FINETUNE_EPOCHS" --patience -1 "${extra[@]}" "$@"
+        --max-tokens "$MEMORY_MAX_TOKENS" --passes-per-step "$PASSES_PER_STEP" \
+        --max-epoch "$FINETUNE_EPOCHS" --patience -1 "${extra[@]}" "$@"
 }
 
 # Options of a finetuning from the sentence model for the memory model's budget: FINETUNE_EPOCHS

@@ -22,7 +22,6 @@
 --encoder-attention-heads 4 --decoder-attention-heads 4}"
 : "${SENTENCE_LR:=1e-3}" "${SENTENCE_WARMUP:=1000}"
 : "${MEMORY_WARMUP:=300}"
-: "${OPTIMIZATION_WINDOW:=2-4}"          # what docs/recipes.md's tables of this preset were measured with
 : "${ABLATIONS:=both:0 both:1 both:2 encoder:2 decoder:2}"   # Table 3 for its 3 layers
 : "${TRAIN_ARGS:=--cpu}" "${GENERATE_ARGS:=--cpu}"
 : "${SENTENCE_ARGS:=--max-update 6000 --max-epoch 30}"

@@ -110,14 +110,14 @@ def test_windows_cut_groups_in_order(data_bin, spec, low, high):
     assert len(set(spec_sizes := [len(w) for w in windows])) >= (2 if low < high else 1), spec_sizes
 
 
-def test_one_sentence_step_an_update_by_default(data_bin, caplog):
-    """Without --optimization-window an update is one step, one --max-tokens batch as in fairseq;
-    the log's batches line names the window."""
+def test_four_sentence_steps_an_update_by_default(data_bin, caplog):
+    """Without --optimization-window an update is four consecutive steps of a group (fewer where
+    a group ends), each of up to --max-tokens; the log's batches line names the window."""
     caplog.set_level(logging.INFO, logger="memory_nmt.pipeline.task")
     task, _, _, _ = build(data_bin, *TINY_MODEL)
     windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
-    assert len(windows) > 1 and all(len(window) == 1 for window in windows)
-    assert "; --optimization-window 1" in caplog.text
+    assert max(len(window) for window in windows) == 4 and all(1 <= len(window) <= 4 for window in windows)
+    assert "; --optimization-window 4" in caplog.text
 
 
 def test_full_window_and_a_new_dealing_every_epoch(data_bin):
