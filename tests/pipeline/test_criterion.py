@@ -99,16 +99,22 @@ def _group_of_three_windows(task):
     raise AssertionError("no group of three windows in the tiny corpus")
 
 
+def _carries_before_each_step(criterion, model, steps):
+    """[None, the detached carry after step 0, after step 1, ...]: element t is what step t reads."""
+    carries = [None]
+    with torch.no_grad():
+        for sample in steps:
+            carry = carries[-1].select(sample["lanes"]) if carries[-1] is not None else None
+            carries.append(criterion.forward_step(model, sample, carry)[3].detach())
+    return carries
+
+
 def _loss_by_loss_gradients(criterion, model, windows, reach, recompute):
     """Reference, per window: the sum over its sentences t of the gradient of loss t alone,
     through a graph rebuilt from the (detached) carry before sentence t−reach, or before the
     window's first sentence if that is later and the gradient is not recomputed across windows."""
     steps = [step for window in windows for step in window]
-    carries = [None]  # carries[t] = detached carry before step t
-    with torch.no_grad():
-        for sample in steps:
-            carry = carries[-1].select(sample["lanes"]) if carries[-1] is not None else None
-            carries.append(criterion.forward_step(model, sample, carry)[3].detach())
+    carries = _carries_before_each_step(criterion, model, steps)
     gradients, begin = [], 0
     for window in windows:
         model.zero_grad()
@@ -221,11 +227,7 @@ def _window_reference_gradients(criterion, model, windows, recompute):
     (nothing detached but the memory, which the model detaches itself); the sum of the window's
     losses back-propagated once."""
     steps = [step for window in windows for step in window]
-    carries = [None]  # carries[t] = detached carry before step t
-    with torch.no_grad():
-        for sample in steps:
-            carry = carries[-1].select(sample["lanes"]) if carries[-1] is not None else None
-            carries.append(criterion.forward_step(model, sample, carry)[3].detach())
+    carries = _carries_before_each_step(criterion, model, steps)
     gradients, begin = [], 0
     for window in windows:
         model.zero_grad()
