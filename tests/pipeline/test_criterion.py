@@ -99,6 +99,17 @@ def _group_of_three_windows(task):
     raise AssertionError("no group of three windows in the tiny corpus")
 
 
+def _assert_each_window_gives(criterion, model, windows, expected):
+    """Each window trained by the criterion (no optimizer step) gives the gradients ``expected``."""
+    for number, window in enumerate(windows):
+        model.zero_grad()
+        criterion.forward_window(model, window, backward=lambda loss: loss.backward())
+        got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+        assert got.keys() == expected[number].keys()
+        for name in got:
+            assert torch.allclose(got[name], expected[number][name], atol=1e-5, rtol=1e-4), (number, name)
+
+
 def _carries_before_each_step(criterion, model, steps):
     """[None, the detached carry after step 0, after step 1, ...]: element t is what step t reads."""
     carries = [None]
@@ -146,13 +157,7 @@ def test_each_window_gets_the_gradient_of_its_losses_reaching_k_sentences_back(d
     model.train()
     windows = _group_of_three_windows(task)
     expected = _loss_by_loss_gradients(criterion, model, windows, reach, across == "recompute")
-    for number, window in enumerate(windows):
-        model.zero_grad()
-        criterion.forward_window(model, window, backward=lambda loss: loss.backward())
-        got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
-        assert got.keys() == expected[number].keys()
-        for name in got:
-            assert torch.allclose(got[name], expected[number][name], atol=1e-5, rtol=1e-4), (number, name)
+    _assert_each_window_gives(criterion, model, windows, expected)
 
 
 TOP_LAYER, BOTH_LAYERS = "-1", "0,1"
@@ -261,13 +266,7 @@ def test_window_backprop_sums_the_windows_losses_through_its_attached_chain(data
     model.train()
     windows = _group_of_three_windows(task)
     expected = _window_reference_gradients(criterion, model, windows, across == "recompute")
-    for number, window in enumerate(windows):
-        model.zero_grad()
-        criterion.forward_window(model, window, backward=lambda loss: loss.backward())
-        got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
-        assert got.keys() == expected[number].keys()
-        for name in got:
-            assert torch.allclose(got[name], expected[number][name], atol=1e-5, rtol=1e-4), (number, name)
+    _assert_each_window_gives(criterion, model, windows, expected)
 
 
 def test_window_backprop_calls_backward_once_per_window(data_bin):
