@@ -48,6 +48,7 @@ No sentence is ever dropped: a sentence that does not fit ``--max-tokens`` or th
 positions is an error that names its document and sentence.
 """
 import codecs
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -591,13 +592,29 @@ def passes_of(step: dict) -> List[dict]:
     return step["passes"] if "passes" in step else [step]
 
 
-class EpochItems(torch.utils.data.Dataset):
-    """One epoch of one worker: each item is a window (training), a step, or ``None`` (padding)."""
+def plan_digest(plan) -> str:
+    """A digest of an epoch's plan (what ``repr`` shows of it: steps, windows, batches of indices)."""
+    return hashlib.sha256(repr(plan).encode("utf-8")).hexdigest()
 
-    def __init__(self, dataset: DocumentDataset, items: List[Optional[List[SentenceStep]]], windows: bool):
+
+class EpochItems(torch.utils.data.Dataset):
+    """One epoch of one worker: each item is a window (training), a step, or ``None`` (padding);
+    ``plan``, a digest of every worker's items, the same for all (``plan_digest``)."""
+
+    def __init__(self, dataset: DocumentDataset, items: List[Optional[List[SentenceStep]]], windows: bool,
+                 plan: Optional[str] = None):
         self.dataset = dataset
         self.items = items
         self.windows = windows
+        self.plan = plan
+
+    @classmethod
+    def of_worker(cls, dataset: DocumentDataset, per_shard: List[list], shard_id: int, windows: bool) -> "EpochItems":
+        """Worker ``shard_id``'s items of an epoch dealt to ``per_shard`` (every worker's), padded
+        with ``None`` to the most any worker has (fairseq's dummy batches)."""
+        longest = max(len(items) for items in per_shard)
+        own = per_shard[shard_id]
+        return cls(dataset, own + [None] * (longest - len(own)), windows, plan_digest(per_shard))
 
     def __len__(self):
         return len(self.items)
@@ -679,6 +696,4 @@ def plan_epoch(
                 else:
                     items.extend(windows_of(group_steps, window, np.random))
         per_shard.append(items)
-    longest = max(len(items) for items in per_shard)
-    own = per_shard[shard_id]
-    return EpochItems(dataset, own + [None] * (longest - len(own)), windows=window is not None)
+    return EpochItems.of_worker(dataset, per_shard, shard_id, windows=window is not None)

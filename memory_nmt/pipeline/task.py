@@ -21,7 +21,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-import numpy as np
 import torch
 from fairseq import utils
 from fairseq.data import iterators
@@ -38,6 +37,7 @@ from .data import (
     DocumentDataset,
     EpochItems,
     parse_window,
+    plan_digest,
     plan_epoch,
     read_docids,
     steps_of,
@@ -73,13 +73,6 @@ TRAINING_UNIT_LOG = {
 def fingerprint(dictionary) -> str:
     """A digest of a fairseq dictionary's symbols in their order (its indices)."""
     return hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()
-
-
-def plan_fingerprint(batches, *settings) -> str:
-    """A digest of an epoch's batches (arrays of dataset indices, or windows of sentence steps)
-    and the ``settings`` that order them."""
-    listed = [batch.tolist() if isinstance(batch, np.ndarray) else batch for batch in batches]
-    return hashlib.sha256(repr((listed, settings)).encode("utf-8")).hexdigest()
 
 
 def world_size(cfg) -> int:
@@ -386,7 +379,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             epoch=epoch,
             buffer_size=data_buffer_size,
             disable_shuffling=True,
-            plan=plan_fingerprint(items.items, num_shards, shard_id) if training else None,
+            plan=items.plan if training else None,
         )
 
     def sentence_batch_iterator(self, dataset, max_tokens, max_sentences, max_positions, seed, num_shards,
@@ -407,7 +400,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             num_workers=num_workers,
             epoch=epoch,
             buffer_size=data_buffer_size,
-            plan=plan_fingerprint(batches, seed, num_shards, shard_id),
+            plan=plan_digest(([batch.tolist() for batch in batches], seed, num_shards)),
         )
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):

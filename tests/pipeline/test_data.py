@@ -9,7 +9,7 @@ import time
 import pytest
 from fairseq import utils
 
-from conftest import TINY_MODEL, batches, build
+from conftest import CONCAT, TINY_MODEL, batches, build
 from memory_nmt.pipeline.data import DocumentDataError, forward_passes, parse_window, read_docids
 from memory_nmt.pipeline.packing import deal_to_rows, pack, padded_tokens
 from memory_nmt.pipeline.refilled_lanes import OneSentenceARow, SentencesPacked
@@ -295,3 +295,21 @@ def test_data_loader_workers_stop_when_the_epochs_last_batch_is_taken(data_bin, 
         assert set(multiprocessing.active_children()) == before and not epoch.has_next()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("arch", [TINY_MODEL, CONCAT], ids=["lanes", "sentences"])
+def test_every_worker_keeps_the_same_digest_of_the_epochs_batches(data_bin, arch):
+    """fairseq saves worker 0's iterator state and every worker resumes from it: the digest of the
+    epoch's training batches is every worker's, and another window or --max-tokens changes it."""
+    def plans(task, max_tokens=60):
+        task.load_dataset("train")
+        return [task.get_batch_iterator(task.dataset("train"), max_tokens=max_tokens, num_shards=2, shard_id=worker).plan
+                for worker in (0, 1)]
+
+    task, _, _, _ = build(data_bin, *arch)
+    first, second = plans(task)
+    assert first is not None and first == second
+    assert plans(task, max_tokens=80)[0] != first
+    if arch is TINY_MODEL:
+        other, _, _, _ = build(data_bin, *arch, "--optimization-window", "2")
+        assert plans(other)[0] != first
