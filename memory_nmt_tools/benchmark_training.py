@@ -76,7 +76,7 @@ from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_
 from memory_nmt.evaluation.synthetic import generate_documents, write_documents
 from memory_nmt.pipeline.data import parse_window, passes_of, steps_of
 from memory_nmt.pipeline.task import DEFAULT_WINDOW, LANE_ROWS
-from memory_nmt.pipeline.truncation import WINDOW, parse_gradient_reach
+from memory_nmt.pipeline.truncation import WINDOW, drop_cuts_every_gradient, parse_gradient_reach
 from memory_nmt_tools.paths import check_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -122,7 +122,8 @@ def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
         "plain_documents": ("transformer, document batches", PLAIN_DOCUMENTS),
         "memory": (f"memory, {reach_label(first)}", MEMORY + ["--gradient-reach", str(first)]),
     }
-    if parse_window(args.optimization_window) != (1, 1) and first != 0:  # drop is refused with windows of one step
+    # drop: nothing to drop at a reach of 0, refused where it would cut every gradient across sentences
+    if first != 0 and not drop_cuts_every_gradient(parse_window(args.optimization_window), first):
         systems["memory_drop"] = (f"memory, {reach_label(first)}, drop", MEMORY + [
             "--gradient-reach", str(first), "--gradient-across-windows", "drop"])
     for reach in others:

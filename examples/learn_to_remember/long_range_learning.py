@@ -269,7 +269,7 @@ def probe(args, data: Path, directory: Path, variant: str, epoch: int, documents
 
 def format_probes(probes, long_range) -> str:
     buckets = sense_buckets(long_range)
-    width = max([14, *(len(variant) + 2 for variant, _ in probes)])
+    width = variant_width(variant for variant, _ in probes)
     lines = ["probe: Update Attention on the first sentence's cue words (x their share of its tokens), and the "
              "topic told from the memory read d sentences later (nearest centroid, chance 50%)",
              f"  {'variant':<{width}}{'epoch':>6}  {'layer':<12}{'cue weight':>12}" + "".join(f"{b:>16}" for b in buckets)]
@@ -303,6 +303,11 @@ def variant_seconds(work: Path, variant: str) -> dict:
     return {epoch + first: seconds + before for epoch, seconds in own.items()}
 
 
+def variant_width(variants) -> int:
+    """The width of a table's variant column: its longest name and two spaces, 14 at least."""
+    return max([14, *(len(variant) + 2 for variant in variants)])
+
+
 def sense_buckets(long_range: int):
     return ["1 back", f"2-{long_range - 1} back", f">={long_range} back"]
 
@@ -314,7 +319,7 @@ def accuracy(counts, name) -> float:
 
 def format_table(results, target_tokens, long_range, seconds):
     buckets = ["pronoun", *sense_buckets(long_range)]
-    width = max([14, *(len(variant) + 2 for variant in results)])
+    width = variant_width(results)
     lines = [f"contrastive accuracy on the pronouns (chance 1/3) and on the sense words (chance 50%) by how far "
              f"back the first sentence is; {target_tokens} training target tokens an epoch; train s: seconds of "
              f"training to the epoch's end",
@@ -335,7 +340,7 @@ def format_time_to_quality(results, target_tokens, long_range, seconds, quality)
     """Per variant, the first epoch at whose end the sense words are right at least ``quality`` of the
     time at every distance: its training target tokens and seconds."""
     lines = [f"time to quality: the first epoch with >= {quality:.0%} of the sense words right at every distance"]
-    width = max([14, *(len(variant) + 2 for variant in results)])
+    width = variant_width(results)
     for variant, by_epoch in results.items():
         reached = [epoch for epoch, counts in sorted(by_epoch.items())
                    if all(accuracy(counts, name) >= quality for name in sense_buckets(long_range))]

@@ -40,7 +40,14 @@ from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
 from .packing import PackedRows
 from .system import document_system
 from .teacher_forcing import TeacherForcedStep, teacher_forced_step
-from .truncation import GRADIENT_ACROSS_WINDOWS, WINDOW, back_propagation, parse_gradient_reach, recomputed_steps
+from .truncation import (
+    GRADIENT_ACROSS_WINDOWS,
+    WINDOW,
+    back_propagation,
+    drop_cuts_every_gradient,
+    parse_gradient_reach,
+    recomputed_steps,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +124,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
     def refuse_windows_that_cut_every_gradient(self, window: str):
         """``drop`` with windows of one sentence step would keep every loss from the sentences
         before it, as ``--gradient-reach 0`` says openly: refused (the task calls this in lanes)."""
-        if parse_window(window) == (1, 1) and not self.recompute_across_windows and self.gradient_reach != 0:
+        if not self.recompute_across_windows and drop_cuts_every_gradient(parse_window(window), self.gradient_reach):
             raise OptionError(
                 f"--gradient-across-windows drop with --optimization-window {window}: every window is "
                 "one sentence step, so no loss would reach an earlier sentence through the states it "

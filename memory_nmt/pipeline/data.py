@@ -48,6 +48,7 @@ No sentence is ever dropped: a sentence that does not fit ``--max-tokens`` or th
 positions is an error that names its document and sentence.
 """
 import codecs
+import functools
 import hashlib
 import os
 import re
@@ -598,23 +599,21 @@ def plan_digest(plan) -> str:
 
 
 class EpochItems(torch.utils.data.Dataset):
-    """One epoch of one worker: each item is a window (training), a step, or ``None`` (padding);
-    ``plan``, a digest of every worker's items, the same for all (``plan_digest``)."""
+    """One epoch of one worker: each item is a window (training), a step, or ``None`` (padding),
+    dealt from ``per_shard``, every worker's items."""
 
-    def __init__(self, dataset: DocumentDataset, items: List[Optional[List[SentenceStep]]], windows: bool,
-                 plan: Optional[str] = None):
-        self.dataset = dataset
-        self.items = items
-        self.windows = windows
-        self.plan = plan
-
-    @classmethod
-    def of_worker(cls, dataset: DocumentDataset, per_shard: List[list], shard_id: int, windows: bool) -> "EpochItems":
-        """Worker ``shard_id``'s items of an epoch dealt to ``per_shard`` (every worker's), padded
-        with ``None`` to the most any worker has (fairseq's dummy batches)."""
+    def __init__(self, dataset: DocumentDataset, per_shard: List[list], shard_id: int, windows: bool):
         longest = max(len(items) for items in per_shard)
         own = per_shard[shard_id]
-        return cls(dataset, own + [None] * (longest - len(own)), windows, plan_digest(per_shard))
+        self.dataset = dataset
+        self.items: List[Optional[List[SentenceStep]]] = own + [None] * (longest - len(own))  # fairseq's dummy batches
+        self.windows = windows
+        self.per_shard = per_shard
+
+    @functools.cached_property
+    def plan(self) -> str:
+        """A digest of every worker's items, the same for all (``plan_digest``)."""
+        return plan_digest(self.per_shard)
 
     def __len__(self):
         return len(self.items)
@@ -696,4 +695,4 @@ def plan_epoch(
                 else:
                     items.extend(windows_of(group_steps, window, np.random))
         per_shard.append(items)
-    return EpochItems.of_worker(dataset, per_shard, shard_id, windows=window is not None)
+    return EpochItems(dataset, per_shard, shard_id, windows=window is not None)

@@ -154,7 +154,7 @@ def plan_refilled_epoch(
                 for step in stream_steps(dataset.stream, group, streams, widths, layout)
             ]
             per_shard.append(windows_of_groups(steps, window))
-    return EpochItems.of_worker(dataset, per_shard, shard_id, windows=True)
+    return EpochItems(dataset, per_shard, shard_id, windows=True)
 
 
 def fill_lanes(documents: Sequence[Document], lanes: int) -> List[List[List[Document]]]:

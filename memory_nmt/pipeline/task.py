@@ -59,7 +59,7 @@ TRAINING_BATCHES = ("system", "lanes")
 LANE_ROWS = ("packed", "padded")
 DEFAULT_WINDOW = "4"  # four sentence steps an update: chosen by time to quality (docs/training.md); the paper's is 'full'
 DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
-PLAN = "plan_fingerprint"  # in the training iterator's state: a digest of its epoch's batches
+PLAN = "plan_digest"  # in the training iterator's state: a digest of its epoch's batches
 TRAINING_UNIT_LOG = {
     "lanes": "documents in lanes that refill, sentence step by sentence step, --optimization-window "
              "steps an update (refilled_lanes.py)",

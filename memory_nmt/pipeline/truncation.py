@@ -61,6 +61,13 @@ def parse_gradient_reach(text) -> GradientReach:
     raise ValueError(f"{text}: give 'window' or a number of sentences (0 or more)")
 
 
+def drop_cuts_every_gradient(window: Tuple[Optional[int], Optional[int]], reach: GradientReach) -> bool:
+    """Whether ``--gradient-across-windows drop`` with windows of ``window`` steps (parsed, as
+    ``data.parse_window`` gives them) keeps every loss from the sentences before it: windows of one
+    step, a reach above 0."""
+    return window == (1, 1) and reach != 0
+
+
 def recomputed_steps(reach: GradientReach) -> int:
     """How many of a window's last steps the next window recomputes with ``recompute``."""
     return 1 if reach == WINDOW else reach
