@@ -6,7 +6,7 @@ Measures, in one run:
    sentences) are decoded by fairseq's ``SequenceGenerator`` with a plain ``transformer`` and by
    ``memory_nmt``'s ``DocumentSequenceGenerator`` with a ``transformer_recurrent_memory`` of the
    same size, in the same batches (sentence t of --batch-documents documents, made by the
-   plugin's own ``plan_epoch``), in document order so the memory is carried, with the same beam.
+   plugin's own planner of decoding's lanes, ``DocumentLanes``), in document order so the memory is carried, with the same beam.
    After one warm-up pass each, the two are timed --repeats times, alternating (A B A B ...).
    Reports sentences/s (median pass) of each and the ratio memory/plain (target >= 0.95), and
    the arithmetic of one more pass of each (the FLOPs of matrix products and attention,
@@ -55,7 +55,8 @@ from memory_nmt.benchmarks.arithmetic import ArithmeticCounter
 from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak
 from memory_nmt.evaluation.synthetic import generate_documents, generate_long_document
 from memory_nmt.pipeline.data import Document as DocumentSpan
-from memory_nmt.pipeline.data import DocumentDataset, plan_epoch
+from memory_nmt.pipeline.data import DocumentDataset
+from memory_nmt.pipeline.planners import DocumentLanes, EpochRequest
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.task import DocumentTranslationConfig, DocumentTranslationTask
 from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel
@@ -130,7 +131,7 @@ def document_dataset(documents, src_dict, tgt_dict, stream):
 
 def step_batches(dataset, batch_documents, device):
     """Batches in decoding order: step t of each group holds sentence t of its documents."""
-    items = plan_epoch(dataset, None, batch_documents, 1, 0, seed=1, epoch=1, window=None)
+    items = DocumentLanes().plan(dataset, EpochRequest(None, batch_documents)).items
     return [utils.apply_to_sample(lambda t: t.to(device), items.collater([items[i]]))
             for i in range(len(items))]
 

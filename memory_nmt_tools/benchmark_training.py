@@ -74,7 +74,8 @@ from fairseq_cli import preprocess
 from memory_nmt.benchmarks.arithmetic import ArithmeticCounter
 from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak
 from memory_nmt.evaluation.synthetic import generate_documents, write_documents
-from memory_nmt.pipeline.data import parse_window, passes_of, steps_of
+from memory_nmt.pipeline.data import parse_window
+from memory_nmt.pipeline.samples import passes_in, read_sample
 from memory_nmt.pipeline.task import DEFAULT_WINDOW, LANE_ROWS
 from memory_nmt.pipeline.truncation import WINDOW, drop_cuts_every_gradient, parse_gradient_reach
 from memory_nmt_tools.paths import check_paths
@@ -245,13 +246,14 @@ class Batches:
 
 def contents(sample, pad) -> dict:
     """Forward passes, real target tokens, and real and padded tokens (both sides) of a batch."""
-    passes = [batch for step in steps_of(sample) for batch in passes_of(step)]
+    batch = read_sample(sample)  # None: fairseq's own batch (--task translation)
+    passes = [rows.batch for rows in passes_in(batch)] if batch is not None else [sample]
     counts = {"passes": len(passes), "target": 0, "real": 0, "padded": 0}
-    for batch in passes:
-        for tokens in (batch["net_input"]["src_tokens"], batch["target"]):
+    for rows in passes:
+        for tokens in (rows["net_input"]["src_tokens"], rows["target"]):
             counts["real"] += int(tokens.ne(pad).sum())
             counts["padded"] += tokens.numel()
-        counts["target"] += batch["ntokens"]
+        counts["target"] += rows["ntokens"]
     return counts
 
 

@@ -192,6 +192,24 @@ def make_reads_nonzero(model, seed=0):
             weight.copy_(torch.randn(weight.shape, generator=generator) * 0.5)
 
 
+def lane_steps(collated):
+    """The sentence steps (``samples.LaneStep``) of a collated training window, or of a list of
+    collated steps, as the criterion takes them."""
+    from memory_nmt.pipeline.samples import LaneWindow, read_lane_step, read_sample
+
+    if isinstance(collated, dict):
+        batch = read_sample(collated)
+        return batch.steps if isinstance(batch, LaneWindow) else [batch]
+    return [read_lane_step(step) for step in collated]
+
+
+def only_pass(collated):
+    """The one forward pass (``samples.ForwardPass``) of a collated sentence step."""
+    from memory_nmt.pipeline.samples import read_lane_step
+
+    return read_lane_step(collated).only_pass
+
+
 def batches(task, split, max_tokens=400, **kwargs):
     """The items fairseq would iterate for ``split`` (one epoch, one worker by default)."""
     task.load_dataset(split)

@@ -1,11 +1,15 @@
 """The one document pipeline every system runs on; it knows no system by name.
 
 ``data.py`` turns a binarized split and its ``.docids`` into sentence steps of documents in
-lanes (``refilled_lanes.py`` plans training's lanes, whose steps ``packing.py`` packs several
-sentences to a row, each confined to itself by ``packed_attention.py``; ``chunks.py`` cuts
-documents into chunks for systems that read a whole chunk's source; ``chosen_context.py`` picks
-the next or random sentences a system's sentences read instead of what their lanes carry);
-``task.py`` (``document_translation``) feeds them to fairseq; ``criterion.py`` trains on them and
+lanes; planners (``planners.py``: one interface) deal them to workers and batches, the one a
+split gets chosen once from what the model's system declares (``regime.py``):
+``refilled_lanes.py`` plans training's lanes, whose steps ``packing.py`` packs several
+sentences to a row, each confined to itself by ``packed_attention.py``; ``sentence_batches.py``
+plans shuffled sentences with their context; ``chunks.py`` cuts documents into chunks for
+systems that read a whole chunk's source; ``chosen_context.py`` picks the next or random
+sentences a system's sentences read instead of what their lanes carry. Each kind of batch is a
+type (``samples.py``), read once from fairseq's dict. ``task.py`` (``document_translation``)
+feeds the batches to fairseq; ``criterion.py`` trains on them and
 ``generator.py`` decodes them, both keeping what each lane carries from sentence to sentence
 (``carry.py``) through the interface a system implements (``system.py``); a sentence step
 teacher-forced on its reference is ``teacher_forcing.py``'s, and the gradient across sentences

@@ -84,12 +84,12 @@ class Carry:
 
 @dataclass
 class WindowTail:
-    """A group's last sentence steps (collated batches) before a position, and the carry
+    """A group's last sentence steps (``samples.LaneStep``) before a position, and the carry
     (detached) before the first of them: what the next training window recomputes so that its
     first sentences' losses reach them (``truncation.py``)."""
 
     carry: Optional[Carry]
-    steps: List[dict]
+    steps: List[object]
 
 
 class CarryStore:

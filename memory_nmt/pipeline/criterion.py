@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable, List, Optional
 
+import torch
+from fairseq import utils
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
@@ -34,10 +36,10 @@ from fairseq.dataclass import ChoiceEnum
 from torch.utils.checkpoint import checkpoint
 
 from .carry import Carry, CarryStore, WindowTail
-from .data import parse_window, passes_of, steps_of
+from .data import parse_window
 from .document_task import TranslatesDocuments
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
-from .packing import PackedRows
+from .samples import DocumentBatch, ForwardPass, LaneStep, LaneWindow, SentencesBatch, read_sample
 from .system import document_system
 from .teacher_forcing import TeacherForcedStep, teacher_forced_step
 from .truncation import (
@@ -152,24 +154,56 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                 f"{self.gradient_reach} gradient passes per sentence step besides its backward pass, at most "
                 f"{self.gradient_reach + 1} steps' graphs kept at once")
 
-    def holds_carry_into(self, position) -> bool:
-        """Whether the carry that ``position`` (a batch of a group, after its first) continues is
-        held; training resumed from a checkpoint saved inside a group holds none
-        (``DocumentTranslationTask.rebuild_interrupted_carry``)."""
-        return self.carries.holds(position.stream)
-
     def forward(self, model, sample, reduce=True):
-        """Loss of one batch of sentences (one step of a group), with what its lanes carried in.
+        """Loss of one batch (``samples.py``): a step of a group, with what its lanes carried in,
+        or sentences that bring their context.
 
         A training window given here (fairseq's zero-weight dummy batch in a padded
         validation shard) is run as if its documents started there and leaves no carry behind.
         """
-        return self.forward_window(model, steps_of(sample), stateless="steps" in sample)
+        batch = read_sample(sample)
+        if isinstance(batch, SentencesBatch):
+            return self.forward_sentences(model, batch)
+        if isinstance(batch, LaneWindow):
+            return self.forward_window(model, batch.steps, stateless=True)
+        return self.forward_window(model, [batch])
+
+    def train_on(self, model, batch: DocumentBatch, backward: Callable, stateless: bool = False,
+                 loss_scale: float = 1.0):
+        """One update's batch trained on (``forward_window``, ``forward_sentences``); a window that
+        goes on with a group whose carry is not held (training resumed inside it) first rebuilds
+        the carry (``rebuild_carry_after_resume``)."""
+        if isinstance(batch, SentencesBatch):
+            return self.forward_sentences(model, batch, backward)
+        steps = batch.steps if isinstance(batch, LaneWindow) else [batch]
+        if not stateless:
+            self.rebuild_carry_after_resume(model, steps[0].position)
+        return self.forward_window(model, steps, backward=backward, stateless=stateless, loss_scale=loss_scale)
+
+    def rebuild_carry_after_resume(self, model, position):
+        """Training resumed from a checkpoint saved inside a group (fairseq restores the data
+        order, not what the lanes carry): replay the group's earlier sentence steps (those of the
+        documents its lanes hold, where lanes refill; the task's plan gives them), forward only
+        and with the current weights, so its documents continue with their context."""
+        if position.step == 0 or self.carries.holds(position.stream):
+            return
+        device = next(model.parameters()).device
+        earlier = [read_sample(utils.apply_to_sample(lambda t: t.to(device), sample))
+                   for sample in self.task.planned_samples_before(position)]
+        first = earlier[0].position.step
+        logger.info(
+            "resuming inside group %d: replaying %s to rebuild what its lanes carry", position.group,
+            f"its first {len(earlier)} sentence steps" if first == 0 else f"its sentence steps {first} to {position.step - 1}",
+        )
+        model.eval()
+        with torch.no_grad():
+            self.forward_window(model, earlier, fresh=True)
+        model.train()
 
     def forward_window(
         self,
         model,
-        steps: List[dict],
+        steps: List[LaneStep],
         backward: Optional[Callable] = None,
         stateless: bool = False,
         loss_scale: float = 1.0,
@@ -183,9 +217,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         start of the documents its lanes hold, ``task.py``). ``loss_scale`` is the factor
         ``backward`` multiplies losses by (fp16, AMP).
         """
-        if "previous_sentences" in steps[0]:
-            return self.forward_sentences(model, steps[0], backward)
-        position = steps[0]["position"]
+        position = steps[0].position
         carry = None if stateless or fresh else self.carries.get(position)
         walk = [(step, True) for step in steps]
         tail = None if stateless or fresh else self.carries.tail_before(position)
@@ -200,18 +232,18 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                 last_steps.append((step, carry.detach() if carry is not None else None))
             linked = truncation is not None and truncation.wants_links()
             loss, carries_out, links = 0.0, [], []
-            for sample in passes_of(step):
-                carry_in = carry.select(sample["lanes"]) if carry is not None else None
+            for rows in step.passes:
+                carry_in = carry.select(rows.lanes) if carry is not None else None
                 if linked:
                     leaves = carry_in.with_state_leaves()
                     states = carry_in.differentiable_states()
                     links += [(leaf, states[name]) for name, leaf in leaves.differentiable_states().items()]
                     carry_in = leaves
                 run = self.forward_step if counted else self.recompute_step
-                if truncation is not None and not truncation.keeps_graph(padded_tokens(sample)):
-                    outputs = checkpoint(run, model, sample, carry_in, use_reentrant=False)
+                if truncation is not None and not truncation.keeps_graph(padded_tokens(rows)):
+                    outputs = checkpoint(run, model, rows, carry_in, use_reentrant=False)
                 else:
-                    outputs = run(model, sample, carry_in)
+                    outputs = run(model, rows, carry_in)
                 if counted:
                     pass_loss, sample_size, logging_output, carry_out = outputs
                     loss = loss + pass_loss
@@ -241,23 +273,24 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         if not stateless:
             keeps_tail = last_steps and carry.differentiable_states()
             tail = WindowTail(last_steps[0][1], [step for step, _ in last_steps]) if keeps_tail else None
-            self.carries.keep(steps[-1]["position"], carry.detach(), tail)
+            self.carries.keep(steps[-1].position, carry.detach(), tail)
         return total_loss, total_size, total_log
 
-    def forward_sentences(self, model, sample, backward: Optional[Callable] = None):
+    def forward_sentences(self, model, batch: SentencesBatch, backward: Optional[Callable] = None):
         """Loss of a batch of sentences that each bring the previous sentences their context is
         made of (``sentence_batches.py``), trained on at once with ``backward``: the sentences'
         carry is made from those sentences, not kept between batches."""
-        carry = document_system(model).carry_of_previous_sentences(sample["lanes"], sample["previous_sentences"])
-        loss, sample_size, logging_output, _ = self.forward_step(model, sample, carry)
+        carry = document_system(model).carry_of_previous_sentences(batch.rows.lanes, batch.previous_sentences)
+        loss, sample_size, logging_output, _ = self.forward_step(model, batch.rows, carry)
         if backward is not None:
             backward(loss)
         return loss.detach(), sample_size, logging_output
 
-    def forward_step(self, model, sample, carry: Optional[Carry]):
-        """Loss of one sentence step whose lanes carried ``carry`` in (selected to its rows, or
-        None at a group's first step), and what the step carries out."""
-        step = self.run_model(model, sample, carry, with_loss=True)
+    def forward_step(self, model, rows: ForwardPass, carry: Optional[Carry]):
+        """Loss of one forward pass of a sentence step whose lanes carried ``carry`` in (selected
+        to its rows, or None at a group's first step), and what the rows carry out."""
+        step = self.run_model(model, rows, carry, with_loss=True)
+        sample = rows.batch
         loss, nll_loss = step.loss
         sample_size = sample["nsentences"] if self.sentence_avg else sample["ntokens"]
         logging_output = {
@@ -273,23 +306,23 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             logging_output["total"] = total.item()
         return loss, sample_size, logging_output, step.carry
 
-    def recompute_step(self, model, sample, carry: Carry):
+    def recompute_step(self, model, rows: ForwardPass, carry: Carry):
         """What a step recomputed from the last window carries out, its graph kept: its loss was
         counted in that window, so its decoder stops at the features (no output projection)."""
-        return self.run_model(model, sample, carry, with_loss=False).carry
+        return self.run_model(model, rows, carry, with_loss=False).carry
 
-    def run_model(self, model, sample, carry: Optional[Carry], with_loss: bool) -> TeacherForcedStep:
-        """The step teacher-forced (``teacher_forcing.py``) on the context ``carry`` gives (to the
+    def run_model(self, model, rows: ForwardPass, carry: Optional[Carry], with_loss: bool) -> TeacherForcedStep:
+        """The rows teacher-forced (``teacher_forcing.py``) on the context ``carry`` gives (to the
         rows that go on with their lane's document, ``continues``, where lanes refill) and,
-        ``with_loss``, its loss and nll loss (else the decoder stops at the features)."""
+        ``with_loss``, their loss and nll loss (else the decoder stops at the features)."""
         return teacher_forced_step(
-            model, carry, sample["lanes"], sample["net_input"], sample["target"], continues=sample.get("continues"),
+            model, carry, rows.lanes, rows.net_input, rows.target, continues=rows.continues,
             features_only=not with_loss,
-            loss_of=(lambda net_output: self.compute_loss(model, net_output, sample)) if with_loss else None,
-            packed_rows=PackedRows.of(sample) if "packed_rows" in sample else None,
+            loss_of=(lambda net_output: self.compute_loss(model, net_output, rows.batch)) if with_loss else None,
+            packed_rows=rows.packed_rows,
         )
 
 
-def padded_tokens(sample: dict) -> int:
+def padded_tokens(rows: ForwardPass) -> int:
     """A forward pass's padded tokens as --max-tokens counts them: its rows times the wider side."""
-    return max(sample["net_input"]["src_tokens"].numel(), sample["target"].numel())
+    return max(rows.net_input["src_tokens"].numel(), rows.target.numel())

@@ -1,31 +1,31 @@
-"""Documents, lanes and sentence-aligned batches for the ``document_translation`` task.
+"""Documents and their sentence steps in lanes, for the ``document_translation`` task.
 
 A split is fairseq-preprocess output (a ``LanguagePairDataset`` of sentences) plus its
 document index ``{split}.{src}-{tgt}.docids``: one document id per sentence line, each
-document's sentences contiguous and in order.
+document's sentences contiguous and in order (``read_docids``). ``DocumentDataset`` is the split
+with its documents; it fills groups of lanes and makes and collates their sentence steps, which
+the planners (``planners.py``) deal to workers and batches.
 
-How documents become batches in validation and decoding (and in training for a system that
-reads whole chunks), with 5 documents A(3 sentences) B(3) C(2) D(2) E(1)::
+How documents become steps in validation and decoding (``planners.DocumentLanes``), with 5
+documents A(3 sentences) B(3) C(2) D(2) E(1)::
 
     groups (documents of similar length,        group 0: lanes A B   group 1: lanes C D E
     within --max-tokens / --batch-size):
-    batches of group 0:  step 0 = [A1 B1]  step 1 = [A2 B2]  step 2 = [A3 B3]
-    batches of group 1:  step 0 = [C1 D1 E1]  step 1 = [C2 D2]       (E has left its lane)
+    steps of group 0:  step 0 = [A1 B1]  step 1 = [A2 B2]  step 2 = [A3 B3]
+    steps of group 1:  step 0 = [C1 D1 E1]  step 1 = [C2 D2]       (E has left its lane)
 
-Batch t of a group holds sentence t of every document of the group that is that long, so
-consecutive batches of a group continue the same documents, each in its own lane (lane
-numbers go with every batch, see ``carry.py``). Documents are sorted by length before groups
-are filled, so lanes empty late. ``--max-tokens`` bounds the padded tokens of every batch,
-counting the previous sentences a system prepends to each sentence (``step_tokens``). Other
-splits' items are single steps, in order.
+Step t of a group holds sentence t of every document of the group that is that long, so
+consecutive steps of a group continue the same documents, each in its own lane (lane numbers go
+with every batch, see ``carry.py``). Documents are sorted by length before groups are filled, so
+lanes empty late. ``--max-tokens`` bounds the padded tokens of every step, counting the previous
+sentences a system prepends to each sentence (``step_tokens``).
 
-Training in lanes is planned by ``refilled_lanes.py`` (a lane takes its next document as soon as
-one ends, so steps stay full) into the ``SentenceStep``s defined here: a step holds one sentence
-of each lane, its sentences one a row in up to ``--passes-per-step`` forward passes of
-similar widths (``forward_passes``), or several a row (``packing.py``). The training split's
-items are optimisation windows: runs of consecutive steps of one group whose gradients make one
-update (``--optimization-window``). A step's rows stay one step for the carry and the gradient
-(``criterion.py``); only the padding changes.
+A ``SentenceStep`` also describes training's steps in lanes that refill (``refilled_lanes.py``:
+a lane takes its next document as soon as one ends, each row saying whether it goes on with its
+lane's document, ``continues``), whose sentences may go through the model in several forward
+passes (``passes``) or several to a row (``packed``, ``packing.py``): a step's rows stay one step
+for the carry and the gradient (``criterion.py``); only the padding changes. ``collate_step``
+makes a step's batch (``samples.py``'s ``LaneStep``).
 
 A system whose sentences read context sentences the data chooses (the next ones, or random ones
 of other documents: ``chosen_context.py``) gets, in every batch, each row's chosen sentences
@@ -38,18 +38,10 @@ sentence of its chunks a row, ``whole_chunk_groups``); their other batches are s
 above, each row telling its sentence's index in its chunk, and a chunk's first sentence bringing
 the source of the whole chunk.
 
-For data-parallel work, whole groups are dealt to workers (longest first, each to the worker
-with the fewest steps so far), so every document lands in exactly one lane of one worker; a
-worker with fewer items gets empty ones at the end, which fairseq turns into zero-weight dummy
-batches, so every worker runs the same number of batches. Groups are shuffled each epoch in
-training; steps inside a group never are.
-
 No sentence is ever dropped: a sentence that does not fit ``--max-tokens`` or the model's
 positions is an error that names its document and sentence.
 """
 import codecs
-import functools
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -57,12 +49,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-from fairseq.data import FairseqDataset, data_utils
+from fairseq.data import FairseqDataset
 
 from .chosen_context import ChosenSentences, ContextChoice, choose
 from .chunks import chunk_inputs, cut_into_chunks
 from .errors import InputError
 from .packing import collate_packed
+from .samples import lane_pass, lane_step_sample
 
 
 class DocumentDataError(InputError):
@@ -96,59 +89,6 @@ class SentenceStep:
     chunk_starts: Tuple[Tuple[int, ...], ...] = ()  # chunked sentence steps: per row, its chunk's sentences where it starts it
     continues: Tuple[bool, ...] = ()  # refilled lanes (``refilled_lanes.py``): per row, whether it goes on with its lane's document
     packed: Tuple[Tuple[Tuple[int, ...], ...], ...] = ()  # sentences packed (``packing.py``): per pass, its rows' positions in ``sentences``
-
-
-def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[List[int]]]:
-    """Rows of one step (their ``widths`` in tokens) cut into at most ``max_passes`` forward
-    passes of similar widths: the padded tokens of all passes together, and each pass's rows.
-
-    Rows are sorted widest first and the cut that saves the most padding is made, again and
-    again, while it saves at least a tenth of the step's padded tokens (a pass costs a call of
-    every layer, worth it only for real savings)."""
-    if max_passes == 1:
-        return len(widths) * max(widths), [list(range(len(widths)))]
-    order = sorted(range(len(widths)), key=lambda row: (-widths[row], row))
-    width = np.asarray([widths[row] for row in order], dtype=np.int64)
-    segments = [(0, len(order))]
-
-    def cost(start, end):
-        return int(end - start) * int(width[start])
-
-    while len(segments) < max_passes:
-        total = sum(cost(*segment) for segment in segments)
-        best = None  # (saving, segment index, cut)
-        for index, (start, end) in enumerate(segments):
-            cuts = np.arange(start + 1, end)
-            if not len(cuts):
-                continue
-            split = (cuts - start) * width[start] + (end - cuts) * width[cuts]
-            saving = cost(start, end) - int(split.min())
-            if best is None or saving > best[0]:
-                best = (saving, index, int(cuts[int(split.argmin())]))
-        if best is None or best[0] * 10 < total:
-            break
-        _, index, cut = best
-        start, end = segments[index]
-        segments[index:index + 1] = [(start, cut), (cut, end)]
-    return sum(cost(*segment) for segment in segments), [order[start:end] for start, end in segments]
-
-
-class _OpenStep:
-    """One step of the group being filled: its rows' widths so far, and what more rows cost."""
-
-    def __init__(self):
-        self.widths: List[int] = []
-        self.widest = 0
-
-    def cost_with(self, width: int, max_passes: int, rows: int = 1) -> int:
-        """The step's padded tokens with ``rows`` more rows of ``width`` tokens."""
-        if max_passes == 1:  # one padded batch: as cheap to tell as the widest row (groups fill fast)
-            return (len(self.widths) + rows) * max(self.widest, width)
-        return forward_passes(self.widths + [width] * rows, max_passes)[0]
-
-    def add(self, width: int, rows: int = 1):
-        self.widths.extend([width] * rows)
-        self.widest = max(self.widest, width)
 
 
 def read_docids(path: str, num_sentences: int) -> List[Document]:
@@ -329,17 +269,16 @@ class DocumentDataset(FairseqDataset):
         max_sentences: Optional[int],
         context: Tuple[int, int] = (0, 0),
         max_positions=None,
-        max_passes: int = 1,
         chunk_sentences: Optional[int] = None,
     ) -> List[List[Document]]:
         """Fill groups with documents (or their chunks of at most ``chunk_sentences``) of similar
-        length, longest first, within the limits (each step's padded tokens in at most
-        ``max_passes`` forward passes)."""
+        length, longest first, within the limits (each step's rows times its widest)."""
         self.require_a_batch_size(max_tokens, max_sentences)
         documents = cut_into_chunks(self.documents, chunk_sentences) if chunk_sentences else self.documents
         ordered = sorted(documents, key=lambda d: (-d.length, d.first))
         groups: List[List[Document]] = []
-        steps: List[_OpenStep] = []  # of the open group
+        held: List[int] = []  # rows of each step of the open group
+        widest: List[int] = []  # the widest row of each step of the open group
         for document in ordered:
             tokens = self.step_tokens(document, context, max_positions)
             # a chunk's first step encodes all its sentences: as many rows, as wide as its widest
@@ -357,14 +296,15 @@ class DocumentDataset(FairseqDataset):
             fits = bool(groups) and (max_sentences is None or len(groups[-1]) < max_sentences)
             if fits and max_tokens is not None:  # the document is the group's shortest: steps 0..len-1
                 fits = all(
-                    steps[t].cost_with(width, max_passes, rows[t]) <= max_tokens for t, width in enumerate(tokens)
+                    (held[t] + rows[t]) * max(widest[t], width) <= max_tokens for t, width in enumerate(tokens)
                 )
             if not fits:
                 groups.append([])
-                steps = [_OpenStep() for _ in tokens]
+                held, widest = [0] * len(tokens), [0] * len(tokens)
             groups[-1].append(document)
-            for step, width, step_rows in zip(steps, tokens, rows):
-                step.add(width, step_rows)
+            for t, width in enumerate(tokens):
+                held[t] += rows[t]
+                widest[t] = max(widest[t], width)
         return groups
 
     @staticmethod
@@ -436,26 +376,19 @@ class DocumentDataset(FairseqDataset):
         self,
         group_index: int,
         group: List[Document],
-        context: Tuple[int, int] = (0, 0),
-        max_positions=None,
-        max_passes: int = 1,
         chunked: bool = False,
     ) -> List[SentenceStep]:
-        """The batches of one group: step t holds sentence t of every document that long, in
-        up to ``max_passes`` forward passes (widths as ``groups`` counted them). With
+        """The batches of one group: step t holds sentence t of every document that long. With
         ``chunked``, the documents are chunks: step 0 brings each chunk's sentences."""
         steps = []
         length = max(document.length for document in group)
-        widths = [self.step_tokens(document, context, max_positions) for document in group]
         for t in range(length):
             lanes = [lane for lane, document in enumerate(group) if t < document.length]
-            _, passes = forward_passes([widths[lane][t] for lane in lanes], max_passes)
             steps.append(
                 SentenceStep(
                     StepPosition(self.stream, group_index, t, ends_group=t == length - 1),
                     sentences=tuple(group[lane].first + t for lane in lanes),
                     lanes=tuple(lanes),
-                    passes=tuple(tuple(rows) for rows in passes) if len(passes) > 1 else (),
                     chunk_positions=(t,) * len(lanes) if chunked else (),
                     chunk_starts=tuple(
                         tuple(range(group[lane].first, group[lane].first + group[lane].length)) for lane in lanes
@@ -465,30 +398,23 @@ class DocumentDataset(FairseqDataset):
         return steps
 
     def collate_step(self, step: SentenceStep) -> dict:
-        """fairseq's batch for one step, plus each row's ``lanes`` and the step's ``position``;
-        a step in several forward passes is ``{"position", "passes"}``, a batch per pass."""
+        """The batch of one step (``samples.py``'s ``LaneStep``): fairseq's batch of each forward
+        pass, with each row's lane (and, where lanes refill, whether it goes on with its document)."""
         if step.packed:
             passes = [self.collate_packed(step, rows) for rows in step.packed]
-            return passes[0] if len(passes) == 1 else {"position": step.position, "passes": passes}
-        if step.passes:
-            return {
-                "position": step.position,
-                "passes": [
-                    self.collate_rows(step, [step.sentences[row] for row in rows], [step.lanes[row] for row in rows])
-                    for rows in step.passes
-                ],
-            }
-        return self.collate_rows(step, step.sentences, step.lanes)
+        else:
+            passes = [
+                self.collate_rows(step, [step.sentences[row] for row in rows])
+                for rows in (step.passes or [range(len(step.sentences))])
+            ]
+        return lane_step_sample(step.position, passes)
 
-    def collate_rows(self, step: SentenceStep, sentences: Sequence[int], lanes: Sequence[int]) -> dict:
+    def collate_rows(self, step: SentenceStep, sentences: Sequence[int]) -> dict:
+        """One forward pass of ``step``, its ``sentences`` one a row (fairseq orders the rows)."""
         batch = self.pairs.collater([self.pairs[index] for index in sentences])
         ids = batch["id"].tolist()
-        lane_of = dict(zip(sentences, lanes))
-        batch["lanes"] = torch.tensor([lane_of[index] for index in ids])
-        batch["position"] = step.position
-        if step.continues:
-            continues_of = dict(zip(step.sentences, step.continues))
-            batch["continues"] = torch.tensor([continues_of[index] for index in ids])
+        lane_of = dict(zip(step.sentences, step.lanes))
+        continues_of = dict(zip(step.sentences, step.continues))
         self.add_chosen_context(batch)
         if step.chunk_positions:
             position_of = dict(zip(step.sentences, step.chunk_positions))
@@ -498,12 +424,15 @@ class DocumentDataset(FairseqDataset):
                 [[self.pairs[j]["source"] for j in start_of[index]] if index in start_of else None for index in ids],
                 self.pairs.src_dict.pad(),
             ))
-        return batch
+        return lane_pass(
+            batch, torch.tensor([lane_of[index] for index in ids]), step.position,
+            continues=torch.tensor([continues_of[index] for index in ids]) if step.continues else None,
+        )
 
     def collate_packed(self, step: SentenceStep, rows: Tuple[Tuple[int, ...], ...]) -> dict:
         """The batch of one pass of ``step`` whose sentences lie several to a row (``rows``: the
         positions in the step of each row's sentences): fairseq's keys, every per-row one per
-        sentence (``id``, ``lanes``, ``continues``, in the rows' order), and ``packed_rows``."""
+        sentence (``id``, ``lanes``, ``continues``, in the rows' order), and where they lie."""
         order = [place for row in rows for place in row]
         sentences = [step.sentences[place] for place in order]
         items = [self.pairs[index] for index in sentences]
@@ -519,13 +448,12 @@ class DocumentDataset(FairseqDataset):
             "ntokens": int(sum(item["target"].numel() for item in items)),
             "net_input": net_input,
             "target": target,
-            "lanes": torch.tensor([step.lanes[place] for place in order]),
-            "position": step.position,
-            "packed_rows": layout.to_batch(),
         }
-        if step.continues:
-            batch["continues"] = torch.tensor([step.continues[place] for place in order])
-        return batch
+        return lane_pass(
+            batch, torch.tensor([step.lanes[place] for place in order]), step.position,
+            continues=torch.tensor([step.continues[place] for place in order]) if step.continues else None,
+            packed_rows=layout,
+        )
 
     def add_chosen_context(self, batch: dict):
         """Each row's chosen context sentences into ``batch``'s ``net_input``, where the split has
@@ -548,151 +476,3 @@ def side_limits(max_positions) -> Tuple[Optional[int], Optional[int]]:
     if isinstance(max_positions, tuple):
         return max_positions
     return max_positions, max_positions
-
-
-def deal_to_shards(steps: List[int], num_shards: int, what: str = "document groups") -> List[List[int]]:
-    """Indices of ``what`` per shard, given each one's number of ``steps``: longest first, each
-    to the shard with the fewest steps."""
-    if len(steps) < num_shards:
-        raise DocumentDataError(
-            f"{len(steps)} {what} cannot feed {num_shards} workers: every worker "
-            "needs a document of each split; use fewer workers"
-        )
-    shards: List[List[int]] = [[] for _ in range(num_shards)]
-    load = [0] * num_shards
-    for index in sorted(range(len(steps)), key=lambda i: (-steps[i], i)):
-        shard = min(range(num_shards), key=lambda s: (load[s], s))
-        shards[shard].append(index)
-        load[shard] += steps[index]
-    return shards
-
-
-def windows_of(steps: List[SentenceStep], window: Tuple[Optional[int], Optional[int]], rng) -> List[List[SentenceStep]]:
-    """Cut a group's steps into optimisation windows of random size within ``window``."""
-    low, high = window
-    if low is None:
-        return [steps]
-    windows, start = [], 0
-    while start < len(steps):
-        size = int(rng.randint(low, high + 1))
-        windows.append(steps[start : start + size])
-        start += size
-    return windows
-
-
-def steps_of(sample: dict) -> List[dict]:
-    """The sentence steps of a collated item: a training window's, or the one step it is.
-
-    fairseq replays its "dummy" batch (the first batch of the iterator it made last, which may
-    be of another split) on workers that ran out of items, so any step method may get either."""
-    return sample["steps"] if "steps" in sample else [sample]
-
-
-def passes_of(step: dict) -> List[dict]:
-    """The forward passes of a collated step: its batches, or the one batch it is."""
-    return step["passes"] if "passes" in step else [step]
-
-
-def plan_digest(plan) -> str:
-    """A digest of an epoch's plan (what ``repr`` shows of it: steps, windows, batches of indices)."""
-    return hashlib.sha256(repr(plan).encode("utf-8")).hexdigest()
-
-
-class EpochItems(torch.utils.data.Dataset):
-    """One epoch of one worker: each item is a window (training), a step, or ``None`` (padding),
-    dealt from ``per_shard``, every worker's items."""
-
-    def __init__(self, dataset: DocumentDataset, per_shard: List[list], shard_id: int, windows: bool):
-        longest = max(len(items) for items in per_shard)
-        own = per_shard[shard_id]
-        self.dataset = dataset
-        self.items: List[Optional[List[SentenceStep]]] = own + [None] * (longest - len(own))  # fairseq's dummy batches
-        self.windows = windows
-        self.per_shard = per_shard
-
-    @functools.cached_property
-    def plan(self) -> str:
-        """A digest of every worker's items, the same for all (``plan_digest``)."""
-        return plan_digest(self.per_shard)
-
-    def __len__(self):
-        return len(self.items)
-
-    def __getitem__(self, index):
-        return self.items[index]
-
-    def steps_before(self, position: StepPosition) -> List[SentenceStep]:
-        """The steps of ``position``'s group before it, in order, from which what its lanes carry
-        into it comes: all of them, or with lanes that refill (``refilled_lanes.py``) those since
-        the earliest start of the documents its rows go on with."""
-        group = [step for item in self.items if item for step in item if step.position.group == position.group]
-        earlier = [step for step in group if step.position.step < position.step]
-        current = next(step for step in group if step.position.step == position.step)
-        if not current.continues:
-            return earlier
-        waiting = {lane for lane, goes_on in zip(current.lanes, current.continues) if goes_on}
-        first = len(earlier)
-        while waiting and first > 0:
-            first -= 1
-            waiting -= {lane for lane, goes_on in zip(earlier[first].lanes, earlier[first].continues) if not goes_on}
-        return earlier[first:]
-
-    def collater(self, items):
-        (item,) = items
-        if item is None:
-            return {}
-        if self.windows:
-            return {"steps": [self.dataset.collate_step(step) for step in item]}
-        (step,) = item
-        return self.dataset.collate_step(step)
-
-
-def plan_epoch(
-    dataset: DocumentDataset,
-    max_tokens: Optional[int],
-    max_sentences: Optional[int],
-    num_shards: int,
-    shard_id: int,
-    seed: int,
-    epoch: int,
-    window: Optional[Tuple[Optional[int], Optional[int]]],
-    context: Tuple[int, int] = (0, 0),
-    max_positions=None,
-    max_passes: int = 1,
-    chunk_sentences: Optional[int] = None,
-    whole_chunks: bool = False,
-) -> EpochItems:
-    """The items worker ``shard_id`` sees in ``epoch``; ``window`` None means one step an item.
-    ``context`` and ``max_positions`` size the steps (``DocumentDataset.step_tokens``), which go
-    through the model in up to ``max_passes`` forward passes each. ``chunk_sentences``: the
-    documents are cut into chunks (``chunks.py``), which go whole into one batch each group
-    with ``whole_chunks``, else sentence step by sentence step."""
-    if whole_chunks:
-        groups = dataset.whole_chunk_groups(max_tokens, max_sentences, chunk_sentences)
-    else:
-        groups = dataset.groups(max_tokens, max_sentences, context, max_positions, max_passes, chunk_sentences)
-        if len(groups) < num_shards:  # a small split: fewer lanes per group, so every worker has one
-            lanes = max(1, len(dataset.documents) // num_shards)
-            groups = dataset.groups(
-                max_tokens, min(lanes, max_sentences or lanes), context, max_positions, max_passes, chunk_sentences
-            )
-    per_shard = []
-    steps = [1 if whole_chunks else max(d.length for d in group) for group in groups]
-    for shard, group_indices in enumerate(deal_to_shards(steps, num_shards)):
-        items: List[List[SentenceStep]] = []
-        with data_utils.numpy_seed(seed, epoch, shard):
-            if window is not None:
-                group_indices = list(np.random.permutation(group_indices))
-            for g in group_indices:
-                if whole_chunks:
-                    group_steps = [dataset.whole_chunk_step(int(g), groups[g])]
-                else:
-                    group_steps = dataset.group_steps(
-                        int(g), groups[g], context, max_positions, max_passes, chunked=chunk_sentences is not None
-                    )
-                if window is None:
-                    items.extend([step] for step in group_steps)
-                else:
-                    items.extend(windows_of(group_steps, window, np.random))
-        per_shard.append(items)
-    return EpochItems(dataset, per_shard, shard_id, windows=window is not None)

@@ -27,6 +27,7 @@ from .carry import CarryStore, OpenDocuments
 from .chosen_context import without_chosen
 from .errors import UnsupportedOptionError
 from .option_ranges import OptionError
+from .samples import LaneStep, LinesStep, read_sample
 from .system import document_system
 
 CONTEXT_FROM = ("hypothesis", "reference")
@@ -75,11 +76,12 @@ class DocumentSequenceGenerator(SequenceGenerator):
 
     @torch.no_grad()
     def generate(self, models, sample, **kwargs):
-        """Beam search for one batch of sentences. The batch says where its rows stand in their
-        documents: ``position`` (fairseq-generate: step t of a group) or, per row,
-        ``continues`` (fairseq-interactive: documents go on across batches in any mix; then
-        ``ended_lanes``, if given, are documents that have ended, whose carries are dropped)."""
-        if "position" not in sample and "continues" not in sample:
+        """Beam search for one batch of sentences (``samples.py``). The batch says where its rows
+        stand in their documents: a ``LaneStep`` (fairseq-generate: step t of a group) or a
+        ``LinesStep`` (fairseq-interactive: documents go on across batches in any mix, each row
+        saying whether it goes on with one; the documents that have ended lose their carries)."""
+        batch = read_sample(sample)
+        if not isinstance(batch, (LaneStep, LinesStep)):
             raise OptionError(
                 "document decoding needs the batches of the document_translation task "
                 "(fairseq-generate on a split with its .docids, or fairseq-interactive)"
@@ -91,15 +93,13 @@ class DocumentSequenceGenerator(SequenceGenerator):
             )
         model = self.model.single_model
         system = document_system(model)
-        lanes = sample["lanes"]
-        net_input = sample["net_input"]
-        if "continues" in sample:
-            self.open_documents.close(sample.get("ended_lanes", ()))
-            continues = sample["continues"]
+        rows = batch.rows if isinstance(batch, LinesStep) else batch.only_pass
+        lanes, net_input, continues = rows.lanes, rows.net_input, rows.continues
+        if isinstance(batch, LinesStep):
+            self.open_documents.close(batch.ended_lanes)
             carry = self.open_documents.carry_of(lanes[continues])
         else:
-            continues = None
-            carry = self.carries.get(sample["position"])
+            carry = self.carries.get(batch.position)
             carry = carry.select(lanes) if carry is not None else None
         context = system.sentence_context(carry, lanes, continues, net_input, self.output_room(net_input))
         with_context = {**sample, "net_input": {**without_chosen(net_input), **context.inputs}}
@@ -119,10 +119,10 @@ class DocumentSequenceGenerator(SequenceGenerator):
             if records and records[0][0] is not None:
                 decoder_extra = system.decoder_extra_of([sentence[0] for sentence in records])
         carry = system.carry_out(context, lanes, net_input, translations, encoder_out, decoder_extra)
-        if "continues" in sample:
+        if isinstance(batch, LinesStep):
             self.open_documents.keep(carry)
         else:
-            self.carries.keep(sample["position"], carry)
+            self.carries.keep(batch.position, carry)
         return hypotheses
 
     def finalize_hypos(self, step, bbsz_idx, eos_scores, tokens, scores, finalized, finished, beam_size, *rest):

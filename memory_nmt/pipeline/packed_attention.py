@@ -21,7 +21,6 @@ step by step, which packed rows are not for).
 from contextlib import contextmanager
 from typing import Optional
 
-import torch
 import torch.nn.functional as F
 from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase

@@ -104,10 +104,6 @@ class PackedRows:
     def to_batch(self) -> Dict[str, Tensor]:
         return dict(self.__dict__)
 
-    @classmethod
-    def of(cls, batch: dict) -> "PackedRows":
-        return cls(**batch["packed_rows"])
-
     @property
     def sentences(self) -> int:
         return self.sentence_row.numel()

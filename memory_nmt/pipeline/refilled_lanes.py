@@ -2,7 +2,8 @@
 
 A system that carries state from sentence to sentence (the default of ``system.py``'s
 ``training_unit``, and any system with ``--training-batches lanes``) trains on documents
-walked in lanes. Filled as in decoding (``data.py``), a group's lanes empty as its documents
+walked in lanes (the planner ``RefilledLanes``, ``planners.py``'s interface). Filled as in
+decoding (``data.py``), a group's lanes empty as its documents
 end, and a group is only as wide as its widest step allows. Here each lane holds a stream of
 documents, one after the other, so a group's steps stay full. With 5 documents A(3) B(1) C(2)
 D(2) E(1) in 2 lanes, each next document going to the lane with the fewest sentences so far::
@@ -27,7 +28,7 @@ and the number of lanes is the most with which every step fits ``--max-tokens`` 
 epoch's dealing. How a step's sentences go into rows is its row layout, one of:
 
 - ``OneSentenceARow``: each sentence a row (with the context a system reads before it), the
-  rows padded to the widest of their pass; a step's passes (of similar widths, ``data.py``'s
+  rows padded to the widest of their pass; a step's passes (of similar widths,
   ``forward_passes``) fit --max-tokens together;
 - ``SentencesPacked``: several sentences a row (``packing.py``), each pass of the step's
   sentences within --max-tokens, for a system whose sentences can be packed (``system.py``'s
@@ -41,19 +42,46 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from fairseq.data import data_utils
 
-from .data import (
-    Document,
-    DocumentDataset,
-    EpochItems,
-    SentenceStep,
-    StepPosition,
-    deal_to_shards,
-    forward_passes,
-    windows_of,
-)
+from .data import Document, DocumentDataset, SentenceStep, StepPosition
 from .packing import pack, padded_tokens
+from .planners import EpochItems, EpochRequest, PlannedEpoch, deal_to_shards, windows_of
 
 Widths = Dict[Document, list]  # each document's sentences' widths, as its row layout counts them
+
+
+def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[List[int]]]:
+    """Rows of one step (their ``widths`` in tokens) cut into at most ``max_passes`` forward
+    passes of similar widths: the padded tokens of all passes together, and each pass's rows.
+
+    Rows are sorted widest first and the cut that saves the most padding is made, again and
+    again, while it saves at least a tenth of the step's padded tokens (a pass costs a call of
+    every layer, worth it only for real savings)."""
+    if max_passes == 1:
+        return len(widths) * max(widths), [list(range(len(widths)))]
+    order = sorted(range(len(widths)), key=lambda row: (-widths[row], row))
+    width = np.asarray([widths[row] for row in order], dtype=np.int64)
+    segments = [(0, len(order))]
+
+    def cost(start, end):
+        return int(end - start) * int(width[start])
+
+    while len(segments) < max_passes:
+        total = sum(cost(*segment) for segment in segments)
+        best = None  # (saving, segment index, cut)
+        for index, (start, end) in enumerate(segments):
+            cuts = np.arange(start + 1, end)
+            if not len(cuts):
+                continue
+            split = (cuts - start) * width[start] + (end - cuts) * width[cuts]
+            saving = cost(start, end) - int(split.min())
+            if best is None or saving > best[0]:
+                best = (saving, index, int(cuts[int(split.argmin())]))
+        if best is None or best[0] * 10 < total:
+            break
+        _, index, cut = best
+        start, end = segments[index]
+        segments[index:index + 1] = [(start, cut), (cut, end)]
+    return sum(cost(*segment) for segment in segments), [order[start:end] for start, end in segments]
 
 
 @dataclass(frozen=True)
@@ -126,35 +154,50 @@ class SentencesPacked:
         return None
 
 
-def plan_refilled_epoch(
-    dataset: DocumentDataset,
-    layout,
-    max_sentences: Optional[int],
-    num_shards: int,
-    shard_id: int,
-    seed: int,
-    epoch: int,
-    window: Tuple[Optional[int], Optional[int]],
-) -> EpochItems:
-    """The training windows worker ``shard_id`` sees in ``epoch``, its documents in refilled lanes,
-    each step's sentences in rows as ``layout`` (``OneSentenceARow`` or ``SentencesPacked``) lays
-    them out."""
-    dataset.require_a_batch_size(layout.max_tokens, max_sentences)
-    widths = {document: layout.widths(dataset, document) for document in dataset.documents}
-    for document, tokens in widths.items():
-        layout.refuse_wider(dataset, document, tokens)
-    per_shard = []
-    shards = deal_to_shards([document.length for document in dataset.documents], num_shards, "documents")
-    for shard, indices in enumerate(shards):
-        with data_utils.numpy_seed(seed, epoch, shard):
-            order = [dataset.documents[i] for i in np.random.permutation(sorted(indices))]
-            lanes = most_lanes(order, widths, layout, max_sentences)
-            steps = [
-                step for group, streams in enumerate(fill_lanes(order, lanes))
-                for step in stream_steps(dataset.stream, group, streams, widths, layout)
-            ]
-            per_shard.append(windows_of_groups(steps, window))
-    return EpochItems(dataset, per_shard, shard_id, windows=True)
+@dataclass(frozen=True)
+class RefilledLanes:
+    """The training batches of a system that trains in lanes: documents in lanes that refill,
+    windows of ``window`` steps (``data.parse_window``), each step's sentences in up to
+    ``max_passes`` forward passes, packed several to a row for a model of ``packed_width`` (None:
+    one a row, each counting the ``context`` sentences its system reads before it, cut to
+    ``max_positions``); ``rows`` says why, for the log."""
+
+    window: Tuple[Optional[int], Optional[int]]
+    max_passes: int = 1
+    packed_width: Optional[int] = None
+    context: Tuple[int, int] = (0, 0)
+    max_positions: object = None
+    rows: str = "sentences packed several to a row"
+
+    def describe(self) -> str:
+        return ("documents in lanes that refill, sentence step by sentence step, --optimization-window steps "
+                f"an update (refilled_lanes.py); {self.rows}")
+
+    def layout(self, max_tokens: Optional[int]):
+        if self.packed_width is not None:
+            return SentencesPacked(max_tokens, self.max_passes, self.packed_width)
+        return OneSentenceARow(max_tokens, self.max_passes, self.context, self.max_positions)
+
+    def plan(self, dataset: DocumentDataset, request: EpochRequest) -> PlannedEpoch:
+        """The training windows of ``request``'s worker, its documents in refilled lanes, each
+        step's sentences in rows as the layout (``OneSentenceARow`` or ``SentencesPacked``) lays them out."""
+        layout = self.layout(request.max_tokens)
+        dataset.require_a_batch_size(layout.max_tokens, request.max_sentences)
+        widths = {document: layout.widths(dataset, document) for document in dataset.documents}
+        for document, tokens in widths.items():
+            layout.refuse_wider(dataset, document, tokens)
+        per_shard = []
+        shards = deal_to_shards([document.length for document in dataset.documents], request.num_shards, "documents")
+        for shard, indices in enumerate(shards):
+            with data_utils.numpy_seed(request.seed, request.epoch, shard):
+                order = [dataset.documents[i] for i in np.random.permutation(sorted(indices))]
+                lanes = most_lanes(order, widths, layout, request.max_sentences)
+                steps = [
+                    step for group, streams in enumerate(fill_lanes(order, lanes))
+                    for step in stream_steps(dataset.stream, group, streams, widths, layout)
+                ]
+                per_shard.append(windows_of_groups(steps, self.window))
+        return EpochItems.planned(dataset, per_shard, request.shard_id, windows=True)
 
 
 def fill_lanes(documents: Sequence[Document], lanes: int) -> List[List[List[Document]]]:

@@ -2,7 +2,8 @@
 
 A system whose carry is made of its document's previous sentences (``system.py``: the
 'sentences' training unit, ``carry_of_previous_sentences``) needs no walk through its documents
-to train: the data holds those sentences for any sentence. It trains, as its papers and
+to train: the data holds those sentences for any sentence. It trains (the planner
+``ShuffledSentences``, ``planners.py``'s interface), as its papers and
 fairseq's own translation task do, on fairseq's usual batches: sentences of similar width,
 packed by ``data_utils.batch_by_size`` within ``--max-tokens`` / ``--batch-size``, shuffled
 every epoch and dealt to the data-parallel workers by fairseq's own iterator. A sentence's width
@@ -17,6 +18,7 @@ sentences' widths count them. One batch is one forward and backward
 pass; ``--update-freq`` accumulates batches as usual. Every sentence of the split is in exactly
 one batch an epoch; a worker with fewer batches gets empty ones (fairseq's dummy batches).
 """
+from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -24,6 +26,28 @@ import torch
 from fairseq.data import FairseqDataset, data_utils
 
 from .data import DocumentDataset
+from .planners import EpochRequest, PlannedEpoch
+from .samples import sentences_sample
+
+
+@dataclass(frozen=True)
+class ShuffledSentences:
+    """The training batches of a system whose context is its ``context`` = (source, target)
+    previous sentences: fairseq's batches of sentences of similar width, each with them (cut to
+    ``max_positions``, the model's), dealt to the workers and shuffled by fairseq's iterator."""
+
+    context: Tuple[int, int]
+    max_positions: object = None
+
+    def describe(self) -> str:
+        return ("shuffled sentences of similar width, each with the context sentences its system reads, "
+                "one batch an update (sentence_batches.py)")
+
+    def plan(self, dataset: DocumentDataset, request: EpochRequest) -> PlannedEpoch:
+        sentences = SentencesWithContext(dataset, self.context, self.max_positions)
+        batches = sentences.batches(request.max_tokens, request.max_sentences, request.seed, request.epoch)
+        digested = ([batch.tolist() for batch in batches], request.seed, request.num_shards)
+        return PlannedEpoch(sentences, batches, digested, fairseq_shards=True)
 
 
 class SentencesWithContext(FairseqDataset):
@@ -78,14 +102,13 @@ class SentencesWithContext(FairseqDataset):
         )
 
     def collater(self, samples):
-        """fairseq's batch of the sentences, with each row's ``previous_sentences`` and ``lanes``
-        (a row each), and its chosen context sentences in ``net_input``; an empty list of
-        samples (a padded shard) gives fairseq's empty batch."""
+        """fairseq's batch of the sentences (``samples.py``'s ``SentencesBatch``), with each row's
+        previous sentences and lane (a row each), and its chosen context sentences in
+        ``net_input``; an empty list of samples (a padded shard) gives fairseq's empty batch."""
         batch = self.dataset.pairs.collater([sample["pair"] for sample in samples])
         if not batch:
             return batch
         previous_of = {int(sample["pair"]["id"]): sample["previous"] for sample in samples}
-        batch["previous_sentences"] = [previous_of[index] for index in batch["id"].tolist()]
         self.dataset.add_chosen_context(batch)
-        batch["lanes"] = torch.arange(batch["id"].numel())
-        return batch
+        return sentences_sample(batch, torch.arange(batch["id"].numel()),
+                                [previous_of[index] for index in batch["id"].tolist()])

@@ -1,18 +1,21 @@
 """``document_translation``: fairseq's translation task, fed and decoded document by document.
 
 Datasets are fairseq-preprocess output plus ``{split}.{src}-{tgt}.docids`` (``data.py``).
-``get_batch_iterator`` hands fairseq one item per optimisation window (the training split, when
-fairseq-train trains the model) or per sentence step (other splits, and every split of a model
-loaded from a checkpoint to translate or score), already sharded per data-parallel worker,
-never shuffled inside a group. ``train_step`` trains on a window through the criterion
-(``criterion.py``), and ``build_generator`` returns the document generator (``generator.py``),
-so ``fairseq-train`` and ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and
-the hub's documents, are placed in documents by ``interactive.py``. Whatever ``--arch`` builds
-is run as a document system (``system.py``): a model that mixes in ``DocumentSystem`` with
-its context, any other fairseq encoder-decoder model sentence by sentence. A system that reads
-whole chunks (``chunks.py``) has its documents cut into chunks, and trains on batches of whole
-chunks. One whose sentences read context sentences the data chooses (``chosen_context.py``)
-gets every split's batches from the split's view for the run's ``--seed`` and the epoch.
+``build_model`` chooses, once, how the model's batches are planned from what its system
+declares (``regime.py``); ``get_batch_iterator`` asks that regime's planner (``planners.py``)
+for the epoch's batches: for the training split, when fairseq-train trains the model, what its
+papers train it on (windows of sentence steps of documents in lanes that refill, batches of
+whole chunks, or shuffled sentences with their context); for other splits, and every split of a
+model loaded from a checkpoint to translate or score, one sentence step an item, never shuffled
+inside a group. ``train_step`` trains on a batch (read as its type, ``samples.py``) through the
+criterion (``criterion.py``), which owns what the lanes carry, and ``build_generator`` returns
+the document generator (``generator.py``), so ``fairseq-train`` and ``fairseq-generate`` work
+unchanged. fairseq-interactive's lines, and the hub's documents, are placed in documents by
+``interactive.py``. Whatever ``--arch`` builds is run as a document system (``system.py``): a
+model that mixes in ``DocumentSystem`` with its context, any other fairseq encoder-decoder model
+sentence by sentence. A system whose sentences read context sentences the data chooses
+(``chosen_context.py``) gets every split's batches from the split's view for the run's
+``--seed`` and the epoch.
 """
 import hashlib
 import logging
@@ -22,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 import torch
-from fairseq import utils
 from fairseq.data import iterators
 from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
@@ -32,24 +34,15 @@ from omegaconf import II
 
 from .chosen_context import check_split
 from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
-from .data import (
-    DocumentDataError,
-    DocumentDataset,
-    EpochItems,
-    parse_window,
-    plan_digest,
-    plan_epoch,
-    read_docids,
-    steps_of,
-)
+from .data import DocumentDataError, DocumentDataset, parse_window, read_docids
 from .document_task import TranslatesDocuments
 from .errors import UnsupportedOptionError
 from .generator import CONTEXT_FROM, DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
-from .packed_attention import why_not_confinable
-from .refilled_lanes import OneSentenceARow, SentencesPacked, plan_refilled_epoch
-from .sentence_batches import SentencesWithContext
+from .planners import EpochRequest, PlannedEpoch
+from .regime import Regime
+from .samples import KIND, lines_sample, read_sample
 from .system import document_system
 
 logger = logging.getLogger(__name__)
@@ -60,14 +53,6 @@ LANE_ROWS = ("packed", "padded")
 DEFAULT_WINDOW = "4"  # four sentence steps an update: chosen by time to quality (docs/training.md); the paper's is 'full'
 DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
 PLAN = "plan_digest"  # in the training iterator's state: a digest of its epoch's batches
-TRAINING_UNIT_LOG = {
-    "lanes": "documents in lanes that refill, sentence step by sentence step, --optimization-window "
-             "steps an update (refilled_lanes.py)",
-    "chunks": "whole chunks, one batch an update (--training-batches lanes: --optimization-window "
-              "batches an update)",
-    "sentences": "shuffled sentences of similar width, each with the context sentences its system "
-                 "reads, one batch an update (sentence_batches.py)",
-}
 
 
 def fingerprint(dictionary) -> str:
@@ -158,7 +143,8 @@ class DocumentTranslationConfig(TranslationConfig):
             "(documents in lanes that refill for a system that carries state, shuffled "
             "sentences with their context for one whose context is earlier sentences, whole "
             "chunks for one that reads chunks; one batch an update but in lanes), or 'lanes' "
-            "for every system (a controlled comparison in the recurrent memory model's regime)"
+            "for every system but one that reads chunks, which keeps its whole chunks (a "
+            "controlled comparison in the recurrent memory model's regime)"
         },
     )
     optimization_window: str = field(
@@ -214,13 +200,8 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
 
     def __init__(self, cfg: DocumentTranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
-        self.training_plan: Optional[EpochItems] = None  # this worker's items of the current epoch
-        self.context_sentences = (0, 0)  # of the model built last: sizes the batches
-        self.chunk_sentences = None  # of the model built last: cuts its documents into chunks
-        self.context_choice = None  # of the model built last: the context sentences its batches bring
-        self.model_positions = None  # of the model built last: what its system cuts a sentence's context to
-        self.training_unit = "lanes"  # of the model built last, as --training-batches makes it
-        self.packed_width = None  # of the model built last: its embedding size where lanes pack rows, else None
+        self.training_plan: Optional[PlannedEpoch] = None  # this worker's training batches of the current epoch
+        self.regime = Regime.before_any_model(cfg)  # of the model built last: how its batches are planned
         self.trains_its_model = True  # fairseq-train builds its model; the others load theirs
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
@@ -244,53 +225,32 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         self.datasets[split] = DocumentDataset(
             pairs, read_docids(docids, len(pairs)), stream=split, docids_path=docids
         )
-        if self.context_choice is not None:
-            check_split(self.context_choice, self.datasets[split])
+        if self.regime.context_choice is not None:
+            check_split(self.regime.context_choice, self.datasets[split])
         logger.info(
             "%s: %d sentences in %d documents", split, len(pairs), len(self.datasets[split].documents)
         )
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
-        system = document_system(model)
-        self.context_sentences = system.context_sentences()
-        self.chunk_sentences = system.chunk_sentences()
-        self.context_choice = system.context_choice()
-        if self.context_choice is not None:
+        self.regime = Regime.of_model(document_system(model), model, self.cfg)
+        if self.regime.context_choice is not None:
             for dataset in self.datasets.values():  # fairseq-train loads the validation splits first
-                check_split(self.context_choice, dataset)
-        self.model_positions = model.max_positions()
-        self.interactive.chunk_sentences = self.chunk_sentences
+                check_split(self.regime.context_choice, dataset)
+        self.interactive.chunk_sentences = self.regime.chunk_sentences
         self.trains_its_model = not from_checkpoint
-        self.training_unit = system.training_unit()
-        if self.cfg.training_batches == "lanes" and self.training_unit == "sentences":
-            self.training_unit = "lanes"
-        self.packed_width = None
-        rows = ""
-        if self.training_unit == "lanes":
-            unpackable = self.why_rows_not_packed(system, model)
-            if unpackable is None:
-                self.packed_width = model.encoder.embed_tokens.embedding_dim
-            rows = "; sentences packed several to a row" if unpackable is None else f"; one sentence a row ({unpackable})"
         if self.trains_its_model:
-            windowed = self.training_unit == "lanes" or self.cfg.training_batches == "lanes"
+            windowed = self.regime.unit == "lanes"
             window = f"; --optimization-window {self.cfg.optimization_window}" if windowed else ""
-            logger.info("training batches: %s%s%s", TRAINING_UNIT_LOG[self.training_unit], window, rows)
+            logger.info("training batches: %s%s", self.regime.training.describe(), window)
             if self.cfg.optimization_window != DEFAULT_WINDOW and not windowed:
                 logger.warning(
                     "--optimization-window %s is not used: this system trains one batch an update "
-                    "(%s); give --update-freq for larger updates, or --training-batches lanes to "
-                    "train it in lanes", self.cfg.optimization_window, self.training_unit,
+                    "(%s); give --update-freq for larger updates%s", self.cfg.optimization_window,
+                    self.regime.unit, "" if self.regime.unit == "chunks" else
+                    ", or --training-batches lanes to train it in lanes",
                 )
         return model
-
-    def why_rows_not_packed(self, system, model) -> Optional[str]:
-        """Why training steps in lanes keep one sentence a row for this model, or None when they pack."""
-        if self.cfg.lane_rows == "padded":
-            return "--lane-rows padded"
-        if not system.packs_rows:
-            return f"{type(system).__name__} reads its context in the rows"
-        return why_not_confinable(model)
 
     def build_criterion(self, cfg):
         criterion = super().build_criterion(cfg)
@@ -300,7 +260,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
                 "--criterion document_label_smoothed_cross_entropy, which carries each "
                 "document's context from sentence to sentence"
             )
-        if self.trains_its_model and self.training_unit == "lanes":
+        if self.trains_its_model and self.regime.unit == "lanes":
             criterion.refuse_windows_that_cut_every_gradient(self.cfg.optimization_window)
         return criterion
 
@@ -343,72 +303,30 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             )
         # The plan first: it names a sentence over --max-tokens as such, where the check of the
         # positions would blame them (fairseq's trainer counts --max-tokens into max_positions).
-        # A sentence's context is cut to the model's own positions, so the plan counts it so.
         training = self.trains_its_model and dataset.stream == self.cfg.train_subset
-        dataset = dataset.choosing(self.context_choice, seed, epoch)
-        context_positions = self.model_positions or max_positions
-        if training and self.training_unit == "sentences":
-            return self.sentence_batch_iterator(
-                dataset, max_tokens, max_sentences, max_positions, seed, num_shards, shard_id,
-                num_workers, epoch, data_buffer_size,
-            )
-        window = parse_window(self.cfg.optimization_window) if training else None
-        if training and self.training_unit == "lanes":
-            if self.packed_width is not None:
-                layout = SentencesPacked(max_tokens, self.cfg.passes_per_step, self.packed_width)
-            else:
-                layout = OneSentenceARow(max_tokens, self.cfg.passes_per_step, self.context_sentences, context_positions)
-            items = plan_refilled_epoch(dataset, layout, max_sentences, num_shards, shard_id, seed, epoch, window)
-        else:
-            chunk_windows = (1, 1) if self.cfg.training_batches == "system" else window
-            items = plan_epoch(
-                dataset, max_tokens, max_sentences, num_shards, shard_id, seed, epoch,
-                window=chunk_windows if training else None,
-                context=self.context_sentences, max_positions=context_positions,
-                chunk_sentences=self.chunk_sentences, whole_chunks=training,
-            )
+        dataset = dataset.choosing(self.regime.context_choice, seed, epoch)
+        planner = self.regime.training if training else self.regime.stepping
+        planned = planner.plan(dataset, EpochRequest(max_tokens, max_sentences, num_shards, shard_id, seed, epoch))
         dataset.check_positions(max_positions)
         if training:
-            self.training_plan = items
+            self.training_plan = planned
         return DocumentBatchIterator(
-            dataset=items,
-            collate_fn=items.collater,
-            batch_sampler=[[i] for i in range(len(items))],
+            dataset=planned.items,
+            collate_fn=planned.items.collater,
+            batch_sampler=planned.batches,
             seed=seed,
+            num_shards=num_shards if planned.fairseq_shards else 1,
+            shard_id=shard_id if planned.fairseq_shards else 0,
             num_workers=num_workers,
             epoch=epoch,
             buffer_size=data_buffer_size,
-            disable_shuffling=True,
-            plan=items.plan if training else None,
-        )
-
-    def sentence_batch_iterator(self, dataset, max_tokens, max_sentences, max_positions, seed, num_shards,
-                                shard_id, num_workers, epoch, data_buffer_size):
-        """fairseq's shuffled batches of the training split's sentences, each with the previous
-        sentences its system reads (``sentence_batches.py``)."""
-        sentences = SentencesWithContext(dataset, self.context_sentences, self.model_positions or max_positions)
-        batches = sentences.batches(max_tokens, max_sentences, seed, epoch)
-        dataset.check_positions(max_positions)
-        self.training_plan = None
-        return DocumentBatchIterator(
-            dataset=sentences,
-            collate_fn=sentences.collater,
-            batch_sampler=batches,
-            seed=seed,
-            num_shards=num_shards,
-            shard_id=shard_id,
-            num_workers=num_workers,
-            epoch=epoch,
-            buffer_size=data_buffer_size,
-            plan=plan_digest(([batch.tolist() for batch in batches], seed, num_shards)),
+            disable_shuffling=not planned.fairseq_shards,
+            plan=planned.digest if training else None,
         )
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """One update: a window of sentence steps of documents in lanes, forward and backward step
-        by step, or one batch of chunks or of sentences with their context."""
-        first = steps_of(sample)[0]
-        if not ignore_grad and "position" in first:
-            self.rebuild_interrupted_carry(first["position"], model, criterion)
+        by step, or one batch of whole chunks or of sentences with their context (``samples.py``)."""
         model.train()
         model.set_num_updates(update_num)
 
@@ -418,32 +336,16 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
 
         precision = torch.autocast("cuda") if isinstance(optimizer, AMPOptimizer) else nullcontext()
         with precision:
-            return criterion.forward_window(
-                model, steps_of(sample), backward=backward, stateless=ignore_grad,
+            return criterion.train_on(
+                model, read_sample(sample), backward=backward, stateless=ignore_grad,
                 loss_scale=loss_scale_of(optimizer),
             )
 
-    def rebuild_interrupted_carry(self, position, model, criterion):
-        """Training resumed from a checkpoint saved inside a group (fairseq restores the data
-        order, not what the lanes carry): replay the group's earlier sentences (those of the
-        documents its lanes hold, where lanes refill), forward only and with the current
-        weights, so its documents continue with their context."""
-        if position.step == 0 or criterion.holds_carry_into(position):
-            return
-        earlier = self.training_plan.steps_before(position)
-        first = earlier[0].position.step
-        logger.info(
-            "resuming inside group %d: replaying %s to rebuild what its lanes carry", position.group,
-            f"its first {len(earlier)} sentence steps" if first == 0 else f"its sentence steps {first} to {position.step - 1}",
-        )
-        device = next(model.parameters()).device
-        samples = [
-            utils.apply_to_sample(lambda t: t.to(device), self.training_plan.dataset.collate_step(step))
-            for step in earlier
-        ]
-        model.eval()
-        with torch.no_grad():
-            criterion.forward_window(model, samples, fresh=True)
+    def planned_samples_before(self, position) -> List[dict]:
+        """The batches of the training steps before ``position`` from which what its lanes carry
+        into it comes (``planners.EpochItems.samples_before``): what the criterion replays when
+        training resumes inside a group."""
+        return self.training_plan.items.samples_before(position)
 
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):
         """fairseq-interactive's lines: an empty line ends a document (``interactive.py``)."""
@@ -462,15 +364,14 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         come from the session, with the lanes whose documents have ended and been translated
         (the generator forgets what they carried); lines that end documents get an empty
         translation."""
-        if "lanes" not in sample and self.interactive.pending:
+        if KIND not in sample and self.interactive.pending:
             batch = self.interactive.take(sample["net_input"]["src_tokens"].size(0))
             if batch.document_ends:
                 return [[self.empty_translation()] for _ in range(batch.ids.numel())]
             device = sample["net_input"]["src_tokens"].device
             net_input = {**sample["net_input"], **{key: value.to(device) for key, value in batch.chunks.items()}}
-            sample = {**sample, "net_input": net_input, "lanes": batch.lanes.to(device),
-                      "continues": batch.continues.to(device),
-                      "ended_lanes": self.interactive.take_finished_lanes()}
+            sample = lines_sample({**sample, "net_input": net_input}, batch.lanes.to(device),
+                                  batch.continues.to(device), self.interactive.take_finished_lanes())
         return super().inference_step(generator, models, sample, prefix_tokens, constraints)
 
     def empty_translation(self) -> dict:

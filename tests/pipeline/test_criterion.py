@@ -9,7 +9,7 @@ import logging
 import pytest
 import torch
 
-from conftest import AMN, CONCAT, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, refused_option
+from conftest import AMN, CONCAT, TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, only_pass, refused_option
 from memory_nmt.pipeline.carry import CarryOrderError, CarryStore
 
 
@@ -43,7 +43,7 @@ def test_loss_reaches_previous_sentence_never_the_one_before(trained_looking):
 
     handle = model.encoder.embed_tokens.register_forward_hook(keep)
     try:
-        criterion.forward_window(model, steps, backward=lambda loss: loss.backward())
+        criterion.forward_window(model, lane_steps(steps), backward=lambda loss: loss.backward())
     finally:
         handle.remove()
     assert len(embeddings) == 6
@@ -66,7 +66,7 @@ def test_window_gradient_equals_loss_by_loss_truncated_gradient(trained_looking,
     steps = _window_of_three(task)
 
     criterion.forward_window(
-        model, steps, backward=lambda loss: (loss * loss_scale).backward(), loss_scale=loss_scale
+        model, lane_steps(steps), backward=lambda loss: (loss * loss_scale).backward(), loss_scale=loss_scale
     )
     got = {n: p.grad.clone() / loss_scale for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
@@ -75,14 +75,14 @@ def test_window_gradient_equals_loss_by_loss_truncated_gradient(trained_looking,
     with torch.no_grad():
         for sample in steps:
             carry = carries[-1].select(sample["lanes"]) if carries[-1] is not None else None
-            carries.append(criterion.forward_step(model, sample, carry)[3].detach())
+            carries.append(criterion.forward_step(model, only_pass(sample), carry)[3].detach())
     for t, sample in enumerate(steps):
         if t == 0:
-            loss = criterion.forward_step(model, sample, None)[0]
+            loss = criterion.forward_step(model, only_pass(sample), None)[0]
         else:
             before = carries[t - 1].select(steps[t - 1]["lanes"]) if carries[t - 1] is not None else None
-            previous_carry = criterion.forward_step(model, steps[t - 1], before)[3]
-            loss = criterion.forward_step(model, sample, previous_carry.select(sample["lanes"]))[0]
+            previous_carry = criterion.forward_step(model, only_pass(steps[t - 1]), before)[3]
+            loss = criterion.forward_step(model, only_pass(sample), previous_carry.select(sample["lanes"]))[0]
         loss.backward()
     expected = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     assert got.keys() == expected.keys()
@@ -103,7 +103,7 @@ def _assert_each_window_gives(criterion, model, windows, expected):
     """Each window trained by the criterion (no optimizer step) gives the gradients ``expected``."""
     for number, window in enumerate(windows):
         model.zero_grad()
-        criterion.forward_window(model, window, backward=lambda loss: loss.backward())
+        criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
         got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
         assert got.keys() == expected[number].keys()
         for name in got:
@@ -116,7 +116,7 @@ def _carries_before_each_step(criterion, model, steps):
     with torch.no_grad():
         for sample in steps:
             carry = carries[-1].select(sample["lanes"]) if carries[-1] is not None else None
-            carries.append(criterion.forward_step(model, sample, carry)[3].detach())
+            carries.append(criterion.forward_step(model, only_pass(sample), carry)[3].detach())
     return carries
 
 
@@ -134,7 +134,7 @@ def _loss_by_loss_gradients(criterion, model, windows, reach, recompute):
             carry = carries[first]
             for sample in steps[first:t + 1]:
                 loss, _, _, carry = criterion.forward_step(
-                    model, sample, carry.select(sample["lanes"]) if carry is not None else None
+                    model, only_pass(sample), carry.select(sample["lanes"]) if carry is not None else None
                 )
             loss.backward()
         gradients.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
@@ -199,14 +199,14 @@ def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, 
 
     run_model = criterion.run_model  # every forward pass of a step, counted or recomputed
 
-    def tagged(model, sample, carry, **options):
+    def tagged(model, rows, carry, **options):
         def keep(module, inputs, output):
             output.retain_grad()
-            embeddings.append((sample["position"].step, output))
+            embeddings.append((rows.batch["position"].step, output))
 
         handle = model.encoder.embed_tokens.register_forward_hook(keep)
         try:
-            return run_model(model, sample, carry, **options)
+            return run_model(model, rows, carry, **options)
         finally:
             handle.remove()
 
@@ -217,7 +217,7 @@ def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, 
         criterion.carries = CarryStore()
         for steps in walk:
             steps = [s if s["position"].step == t else dict(s, target=torch.full_like(s["target"], pad)) for s in steps]
-            criterion.forward_window(model, steps, backward=lambda loss: loss.backward())
+            criterion.forward_window(model, lane_steps(steps), backward=lambda loss: loss.backward())
         got |= {
             (t, step) for step, output in embeddings
             if step != t and output.grad is not None and output.grad.abs().sum() > 0
@@ -240,7 +240,7 @@ def _window_reference_gradients(criterion, model, windows, recompute):
         carry, total = carries[first], 0.0
         for t in range(first, begin + len(window)):
             loss, _, _, carry = criterion.forward_step(
-                model, steps[t], carry.select(steps[t]["lanes"]) if carry is not None else None
+                model, only_pass(steps[t]), carry.select(steps[t]["lanes"]) if carry is not None else None
             )
             if t >= begin:
                 total = total + loss
@@ -282,7 +282,7 @@ def test_window_backprop_calls_backward_once_per_window(data_bin):
         calls = []
         window = next(item["steps"] for item in batches(task, "train", max_tokens=60)
                       if len(item["steps"]) == 3 and item["steps"][0]["position"].step == 0)
-        criterion.forward_window(model, window, backward=lambda loss: (calls.append(1), loss.backward()))
+        criterion.forward_window(model, lane_steps(window), backward=lambda loss: (calls.append(1), loss.backward()))
         counts[reach] = len(calls)
     assert counts == {"window": 1, "1": 3}
 
@@ -309,7 +309,7 @@ def test_the_log_says_what_a_window_keeps_for_its_backward_pass(data_bin, caplog
                                       *(["--max-graph-tokens", cap] if cap else []))
     window = next(item["steps"] for item in batches(task, "train", max_tokens=60))
     caplog.set_level(logging.INFO)
-    criterion.forward_window(model, window, backward=lambda loss: loss.backward())
+    criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
     assert ("gradient across sentences: a loss reaches every earlier sentence of its window (--optimization-window 3) "
             f"and the window before's last sentence step, recomputed; one backward pass per window, {kept}") in caplog.text
 
@@ -340,12 +340,12 @@ def test_memory_is_carried_across_windows_and_checked(data_bin):
         if group_of(a) == group_of(b) and not b[-1]["position"].ends_group
     )
     model.eval()
-    criterion.forward_window(model, first)
+    criterion.forward_window(model, lane_steps(first))
     carried = criterion.carries.get(second[0]["position"])
     assert carried is not None and set(carried.lanes.tolist()) >= set(second[0]["lanes"].tolist())
-    criterion.forward_window(model, second)
+    criterion.forward_window(model, lane_steps(second))
     with pytest.raises(CarryOrderError, match="does not continue"):
-        criterion.forward_window(model, second)
+        criterion.forward_window(model, lane_steps(second))
 
 
 @pytest.mark.parametrize("rows, passes", [("padded", "1"), ("padded", "3"), ("packed", "1"), ("packed", "3")])
@@ -362,13 +362,14 @@ def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin, rows, p
         for window in windows:
             if window[0]["position"] == target:
                 break
-            criterion.forward_window(model, window)
+            criterion.forward_window(model, lane_steps(window))
     walked = criterion.carries.get(target)
-    assert passes == "1" or any(len(step.passes or step.packed) > 1 for step in task.training_plan.steps_before(target))
+    assert passes == "1" or any(len(step.passes) > 1 for step in lane_steps(task.planned_samples_before(target)))
 
-    _, _, resumed_criterion, _ = build(data_bin, *TINY_MODEL, *options)
+    resumed_task, _, resumed_criterion, _ = build(data_bin, *TINY_MODEL, *options)
+    batches(resumed_task, "train", max_tokens=60)  # the resumed run plans the same epoch
     assert not resumed_criterion.carries.holds(target.stream)
-    task.rebuild_interrupted_carry(target, model, resumed_criterion)
+    resumed_criterion.rebuild_carry_after_resume(model, target)
     rebuilt = resumed_criterion.carries.get(target)
     assert torch.equal(walked.lanes, rebuilt.lanes)
     for name in walked.memory:
@@ -400,7 +401,7 @@ def test_a_step_in_passes_or_packed_rows_trains_as_one_padded_batch(data_bin, ar
         make_reads_nonzero(model)
     model.train()
     batches(task, "train", max_tokens=max_tokens)
-    plan = task.training_plan
+    plan = task.training_plan.items
     window = next(  # a group's first window, not its last (so something is carried out)
         item for item in plan.items
         if item and len(item) >= 3 and item[0].position.step == 0 and not item[-1].position.ends_group
@@ -411,7 +412,7 @@ def test_a_step_in_passes_or_packed_rows_trains_as_one_padded_batch(data_bin, ar
         model.zero_grad()
         criterion.carries = CarryStore()
         loss, size, _ = criterion.forward_window(
-            model, [plan.dataset.collate_step(step) for step in steps], backward=lambda loss: loss.backward()
+            model, lane_steps([plan.dataset.collate_step(step) for step in steps]), backward=lambda loss: loss.backward()
         )
         carried = criterion.carries.get(dataclasses.replace(steps[-1].position, step=steps[-1].position.step + 1))
         return loss, size, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, carried

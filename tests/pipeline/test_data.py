@@ -10,9 +10,9 @@ import pytest
 from fairseq import utils
 
 from conftest import CONCAT, TINY_MODEL, batches, build
-from memory_nmt.pipeline.data import DocumentDataError, forward_passes, parse_window, read_docids
+from memory_nmt.pipeline.data import DocumentDataError, parse_window, read_docids
 from memory_nmt.pipeline.packing import deal_to_rows, pack, padded_tokens
-from memory_nmt.pipeline.refilled_lanes import OneSentenceARow, SentencesPacked
+from memory_nmt.pipeline.refilled_lanes import OneSentenceARow, SentencesPacked, forward_passes
 
 
 def test_docids_errors_name_file_and_line(tmp_path):
@@ -225,7 +225,7 @@ def test_packed_steps_keep_every_sentence_and_each_pass_within_the_token_bound(d
     order; validation keeps one sentence a row."""
     packed, _, _, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "full", "--passes-per-step", passes)
     padded, _, _, _ = build(data_bin, *TINY_MODEL, "--lane-rows", "padded")
-    assert packed.packed_width == 32 and padded.packed_width is None
+    assert packed.regime.training.packed_width == 32 and padded.regime.training.packed_width is None
     steps = [step for item in batches(packed, "train", max_tokens=60) for step in item["steps"]]
     batches_of = [p for step in steps for p in step.get("passes", [step])]
     assert all(padded_tokens_of(p) <= 60 for p in batches_of)

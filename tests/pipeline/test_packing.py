@@ -37,16 +37,16 @@ def test_a_packed_batch_lays_each_sentence_in_its_row_with_positions_restarting(
 
 def packed_pass(task):
     """A collated packed pass of a group's second step, one of its rows holding several sentences,
-    and the steps of its group before it."""
+    and the collated steps of its group before it."""
     batches(task, "train", max_tokens=200)
-    plan = task.training_plan
+    plan = task.training_plan.items
     steps = [step for item in plan.items if item for step in item]
     step = next(s for s in steps if s.position.step > 0 and any(len(row) > 1 for rows in s.packed for row in rows))
-    return plan.dataset.collate_step(step), plan.steps_before(step.position), plan.dataset
+    return plan.dataset.collate_step(step), plan.samples_before(step.position)
 
 
 def run(model, sample, carry):
-    rows = PackedRows.of(sample)
+    rows = PackedRows(**sample["packed_rows"])
     carry_in = carry.select(sample["lanes"]) if carry is not None else None
     step = teacher_forced_step(model, carry_in, sample["lanes"], sample["net_input"], sample["target"],
                                continues=sample["continues"], packed_rows=rows)
@@ -58,15 +58,14 @@ def run(model, sample, carry):
     }
 
 
-def carry_before(model, steps, dataset):
+def carry_before(model, samples):
     carries = CarryStore()
     with torch.no_grad():
-        for step in steps:
-            sample = dataset.collate_step(step)
+        for sample in samples:
             carry = carries.get(sample["position"])
             carry_in = carry.select(sample["lanes"]) if carry is not None else None
             out = teacher_forced_step(model, carry_in, sample["lanes"], sample["net_input"], sample["target"],
-                                      continues=sample["continues"], packed_rows=PackedRows.of(sample))
+                                      continues=sample["continues"], packed_rows=PackedRows(**sample["packed_rows"]))
             carries.keep(sample["position"], out.carry)
     return carries.get(sample["position"].__class__(sample["position"].stream, sample["position"].group,
                                                      sample["position"].step + 1, False))
@@ -74,7 +73,7 @@ def carry_before(model, steps, dataset):
 
 def sharing(sample):
     """(row, sentence): a row of several sentences, and one of them that goes on with its document."""
-    rows = PackedRows.of(sample)
+    rows = PackedRows(**sample["packed_rows"])
     for row, sentences in enumerate(rows.row_sentences.tolist()):
         present = [i for i in sentences if i >= 0]
         going_on = [i for i in present if sample["continues"][i]]
@@ -85,7 +84,7 @@ def sharing(sample):
 
 def words_rolled(sample, index):
     """The packed sample with the words of its ``index``-th sentence's source rolled by one."""
-    rows = PackedRows.of(sample)
+    rows = PackedRows(**sample["packed_rows"])
     tokens = sample["net_input"]["src_tokens"].clone()
     row, start, length = int(rows.sentence_row[index]), int(rows.source_start[index]), int(rows.source_length[index])
     tokens[row, start:start + length - 1] = tokens[row, start:start + length - 1].roll(1)  # eos stays
@@ -100,8 +99,8 @@ def test_a_packed_sentence_reads_nothing_of_the_other_sentences_of_its_row(data_
     if arch is TINY_MODEL:
         make_reads_nonzero(model)
     model.eval()
-    sample, earlier, dataset = packed_pass(task)
-    carry = carry_before(model, earlier, dataset) if arch is TINY_MODEL else None
+    sample, earlier = packed_pass(task)
+    carry = carry_before(model, earlier) if arch is TINY_MODEL else None
     _, victim = sharing(sample)
     ids = sample["id"].tolist()
     with torch.no_grad():
@@ -129,8 +128,8 @@ def test_the_loss_of_one_packed_sentence_sends_no_gradient_into_the_others_of_it
     if arch is TINY_MODEL:
         make_reads_nonzero(model)
     model.train()
-    sample, _, _ = packed_pass(task)
-    rows = PackedRows.of(sample)
+    sample, _ = packed_pass(task)
+    rows = PackedRows(**sample["packed_rows"])
     shared, victim = sharing(sample)
     embedded = []
 
@@ -158,4 +157,4 @@ def test_layers_that_run_forward_again_in_the_backward_pass_keep_one_sentence_a_
     task, _, _, _ = build(data_bin, *SENTENCE, "--checkpoint-activations")
     assert ("one sentence a row (its encoder's layers run forward again in the backward pass "
             "(--checkpoint-activations))") in caplog.text
-    assert task.packed_width is None
+    assert task.regime.training.packed_width is None

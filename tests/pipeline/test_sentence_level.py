@@ -14,7 +14,7 @@ from memory_nmt.pipeline.system import DocumentSystemError, SentenceLevel, docum
 
 def test_plain_transformer_decodes_in_document_batches_as_fairseq_does(data_bin):
     task, model, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS)
-    assert isinstance(document_system(model), SentenceLevel) and task.context_sentences == (0, 0)
+    assert isinstance(document_system(model), SentenceLevel) and task.regime.stepping.context == (0, 0)
     model.eval()
     document = DocumentSequenceGenerator([model], task.target_dictionary, beam_size=3, max_len_b=12)
     plain = SequenceGenerator([model], task.target_dictionary, beam_size=3, max_len_b=12)

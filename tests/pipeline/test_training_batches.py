@@ -9,16 +9,19 @@ import collections
 import pytest
 import torch
 
-from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, walk
-from memory_nmt.pipeline.data import steps_of
+from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, walk
+from memory_nmt.pipeline.generator import DocumentSequenceGenerator
+from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.packing import PackedRows
+from memory_nmt.pipeline.planners import EpochRequest
+from memory_nmt.pipeline.samples import LaneStep, LaneWindow, SentencesBatch, passes_in, read_sample
 
 SENTENCE = ["--arch", "transformer", *TINY_DIMS]
 
 
 def sentences_of(item) -> list:
     """The dataset indices an item trains on (a window of steps in passes, or one batch)."""
-    return [i for step in steps_of(item) for batch in step.get("passes", [step]) for i in batch["id"].tolist()]
+    return [i for rows in passes_in(read_sample(item)) for i in rows.batch["id"].tolist()]
 
 
 @pytest.mark.parametrize("arch, unit", [
@@ -26,7 +29,7 @@ def sentences_of(item) -> list:
 ], ids=["memory", "concat", "amn", "transformer", "local_global"])
 def test_each_system_trains_in_its_own_batches_every_sentence_once(data_bin, arch, unit):
     task, _, _, _ = build(data_bin, *arch, "--optimization-window", "2-3")
-    assert task.training_unit == unit
+    assert task.regime.unit == unit
     for workers in (1, 2):
         per_worker = [batches(task, "train", max_tokens=200, num_shards=workers, shard_id=w) for w in range(workers)]
         assert len({len(items) for items in per_worker}) == 1, "every worker runs as many batches"
@@ -43,16 +46,53 @@ def test_each_system_trains_in_its_own_batches_every_sentence_once(data_bin, arc
 
 def test_lanes_for_every_system_on_request(data_bin):
     task, _, _, _ = build(data_bin, *CONCAT, "--training-batches", "lanes")
-    assert task.training_unit == "lanes"
+    assert task.regime.unit == "lanes"
     assert all("steps" in item for item in batches(task, "train", max_tokens=200))
 
 
 @pytest.mark.parametrize("arch, training_batches, warned", [
     (CONCAT, "system", True), (LOCAL_GLOBAL, "system", True), (CONCAT, "lanes", False), (TINY_MODEL, "system", False),
-], ids=["concat", "local_global", "concat_in_lanes", "memory"])
+    (LOCAL_GLOBAL, "lanes", True),
+], ids=["concat", "local_global", "concat_in_lanes", "memory", "local_global_in_lanes"])
 def test_an_optimization_window_a_system_does_not_use_is_named(data_bin, caplog, arch, training_batches, warned):
-    build(data_bin, *arch, "--optimization-window", "2-3", "--training-batches", training_batches)
+    """A system that reads chunks keeps its whole chunks in lanes too, one batch an update."""
+    task, _, _, _ = build(data_bin, *arch, "--optimization-window", "2-3", "--training-batches", training_batches)
     assert ("--optimization-window 2-3 is not used" in caplog.text) == warned
+    if arch is LOCAL_GLOBAL:
+        assert all(len(item["steps"]) == 1 for item in batches(task, "train", max_tokens=200))
+
+
+@pytest.mark.parametrize("arch, unit, kind", [
+    (TINY_MODEL, "lanes", LaneWindow), (CONCAT, "sentences", SentencesBatch), (LOCAL_GLOBAL, "chunks", LaneWindow),
+], ids=["memory", "concat", "local_global"])
+def test_each_regime_has_one_kind_of_batch_and_every_worker_one_digest(data_bin, arch, unit, kind):
+    """The regime chosen when the model is built gives the training split batches of one type, and
+    every other split sentence steps; the digest of an epoch's plan covers every worker's batches,
+    so two workers have the same one, which another --max-tokens changes."""
+    task, _, _, _ = build(data_bin, *arch)
+    assert task.regime.unit == unit
+    task.load_dataset("train")
+    dataset = task.dataset("train")
+    plans = [task.regime.training.plan(dataset, EpochRequest(200, None, 2, worker)) for worker in (0, 1)]
+    assert plans[0].digest == plans[1].digest
+    assert plans[0].digest != task.regime.training.plan(dataset, EpochRequest(150, None, 2, 0)).digest
+    read = [read_sample(plans[0].items.collater([plans[0].items[i] for i in batch])) for batch in plans[0].batches]
+    assert {type(batch) for batch in read if batch is not None} == {kind}
+    assert all(isinstance(read_sample(item), LaneStep) for item in batches(task, "valid", max_tokens=200))
+
+
+def test_a_batch_that_is_not_the_pipelines_is_refused_by_the_generator(data_bin):
+    """Decoding reads a batch's kind, not its keys: fairseq's own batch of the split's sentences
+    (no kind) is refused by name, the same sentences as a step of the document task decode."""
+    task, model, _, _ = build(data_bin, *TINY_MODEL)
+    task.trains_its_model = False
+    step = batches(task, "test", max_tokens=200)[0]
+    generator = DocumentSequenceGenerator([model], task.target_dictionary, beam_size=1, max_len_b=12)
+    foreign = {key: step[key] for key in ("id", "nsentences", "ntokens", "net_input", "target")}
+    foreign["lanes"], foreign["position"] = step["lanes"], step["position"]
+    with pytest.raises(OptionError, match="document decoding needs the batches of the document_translation task"):
+        generator.generate([model], foreign)
+    assert len(generator.generate([model], step)) == step["id"].numel()
 
 
 def test_a_sentences_context_is_the_earlier_sentences_of_its_own_document(data_bin):
@@ -77,9 +117,9 @@ def recorded_outputs(criterion):
     outputs = {}
     run_model = criterion.run_model
 
-    def recording(model, sample, carry, **options):
-        step = run_model(model, sample, carry, **options)
-        outputs.update(zip(sample["id"].tolist(), step.net_output[0]))
+    def recording(model, rows, carry, **options):
+        step = run_model(model, rows, carry, **options)
+        outputs.update(zip(rows.batch["id"].tolist(), step.net_output[0]))
         return step
 
     criterion.run_model = recording
@@ -96,7 +136,7 @@ def test_a_sentence_reads_in_its_batch_what_it_reads_walked_in_its_document(data
     outputs = recorded_outputs(criterion)
     with torch.no_grad():
         for item in steps:
-            criterion.forward_window(model, steps_of(item))
+            criterion.forward(model, item)
     task.trains_its_model = False  # a loaded model reads every split, the training one too, document by document
     walked = walk(model, batches(task, "train", max_tokens=400))
     assert walked.keys() == outputs.keys()
@@ -130,14 +170,14 @@ def test_a_refilled_lane_starts_its_next_document_from_nothing_carried(data_bin)
     window, lane, ended, new = refilled_boundary(task)
     outputs = recorded_outputs(criterion)
     with torch.no_grad():
-        criterion.forward_window(model, window, stateless=True)
+        criterion.forward_window(model, lane_steps(window), stateless=True)
         first = outputs[new].clone()
         changed = dict(window[0], net_input=dict(window[0]["net_input"]))
         tokens = changed["net_input"]["src_tokens"].clone()
         row = changed["id"].tolist().index(ended)
         tokens[row] = tokens[row].flip(0)
         changed["net_input"]["src_tokens"] = tokens
-        criterion.forward_window(model, [changed, window[1]], stateless=True)
+        criterion.forward_window(model, lane_steps([changed, window[1]]), stateless=True)
     assert torch.equal(outputs[new], first)
     alone = walk(model, [dict(window[1], position=window[1]["position"].__class__("alone", 0, 0, True))])
     assert torch.allclose(alone[new], first, atol=1e-6)
@@ -148,7 +188,7 @@ def source_columns(step, sentence):
     place = step["id"].tolist().index(sentence)
     if "packed_rows" not in step:
         return place, slice(None)
-    rows = PackedRows.of(step)
+    rows = PackedRows(**step["packed_rows"])
     start = int(rows.source_start[place])
     return int(rows.sentence_row[place]), slice(start, start + int(rows.source_length[place]))
 
@@ -157,7 +197,7 @@ def only_the_loss_of(step, sentence, pad):
     """``step`` with every target token but ``sentence``'s padding (no loss)."""
     place = step["id"].tolist().index(sentence)
     if "packed_rows" in step:
-        others = PackedRows.of(step).target_sentence != place
+        others = PackedRows(**step["packed_rows"]).target_sentence != place
     else:
         others = (step["id"] != sentence).unsqueeze(1).expand_as(step["target"])
     return dict(step, target=step["target"].masked_fill(others, pad))
@@ -190,7 +230,7 @@ def test_no_loss_of_one_document_sends_gradient_into_another(data_bin, across, r
         handle = model.encoder.embed_tokens.register_forward_hook(retain)
         model.zero_grad()
         try:
-            criterion.forward_window(model, steps, backward=lambda loss: loss.backward(), stateless=True)
+            criterion.forward_window(model, lane_steps(steps), backward=lambda loss: loss.backward(), stateless=True)
         finally:
             handle.remove()
         row, columns = source_columns(window[0], ended)

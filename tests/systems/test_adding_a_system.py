@@ -20,6 +20,7 @@ from conftest import (
     check_context_reach,
     check_hypotheses_score_as_teacher_forced,
     fairseq_command,
+    lane_steps,
     refused_option,
     run,
 )
@@ -63,7 +64,7 @@ def test_it_trains_through_the_criterion_and_decodes_every_sentence_once(toy_sys
     task, model, criterion, _ = build(data_bin, *TOY, "--optimization-window", "3")
     model.train()
     window = next(item["steps"] for item in batches(task, "train", max_tokens=150) if len(item["steps"]) == 3)
-    criterion.forward_window(model, window, backward=lambda loss: loss.backward())
+    criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
     assert model.encoder.summary_projection.weight.grad.abs().sum() > 0
 
     model.eval()

@@ -11,10 +11,11 @@ import subprocess
 import pytest
 import torch
 
-from conftest import AMN, COMMON, Recorder, batches, build, fairseq_command, run, walk
+from conftest import AMN, COMMON, Recorder, batches, build, fairseq_command, lane_steps, run, walk
 from memory_nmt.evaluation.contrastive import ContrastiveItem, score_items
 from memory_nmt.pipeline.chosen_context import ChosenContextError, chosen_sentences
-from memory_nmt.pipeline.data import DocumentDataError, DocumentDataset, Document, steps_of
+from memory_nmt.pipeline.data import DocumentDataError, DocumentDataset, Document
+from memory_nmt.pipeline.samples import passes_in, read_sample
 from memory_nmt.systems.associated_memory.model import AssociatedMemoryTransformerModel
 from memory_nmt.systems.previous_sentences import ContextCuts
 
@@ -22,10 +23,9 @@ from memory_nmt.systems.previous_sentences import ContextCuts
 def rows_of(task, items):
     """(sentence index, the source sentences the batch brings it) of every row of ``items``."""
     for item in items:
-        for step in steps_of(item):
-            for batch in step.get("passes", [step]):
-                read = chosen_sentences(batch["net_input"], task.context_choice, task.source_dictionary.pad())
-                yield from zip(batch["id"].tolist(), read)
+        for rows in passes_in(read_sample(item)):
+            read = chosen_sentences(rows.net_input, task.regime.context_choice, task.source_dictionary.pad())
+            yield from zip(rows.batch["id"].tolist(), read)
 
 
 def documents_of(dataset):
@@ -42,7 +42,7 @@ def tokens(pairs, indices):
 ], ids=["training-sentences", "training-lanes", "decoding"])
 def test_next_context_is_the_following_sentences_of_the_same_document(data_bin, split, options):
     task, _, _, _ = build(data_bin, *AMN, "--context-choice", "next", "--context-sentences", "2", *options)
-    assert task.training_unit == ("lanes" if options else "sentences")
+    assert task.regime.unit == ("lanes" if options else "sentences")
     items = batches(task, split, max_tokens=400)
     dataset = task.dataset(split)
     document_of, pairs = documents_of(dataset), dataset.pairs
@@ -81,7 +81,7 @@ def test_the_model_reads_the_next_sentences_in_decoding(data_bin):
 
 def test_random_context_comes_from_other_documents_drawn_by_seed_and_epoch(data_bin):
     task, _, _, _ = build(data_bin, *AMN, "--context-choice", "random", "--context-sentences", "2")
-    choice = task.context_choice
+    choice = task.regime.context_choice
     task.load_dataset("train")
     dataset = task.dataset("train")
     document_of = documents_of(dataset)
@@ -114,7 +114,7 @@ def test_random_context_on_a_split_of_one_document_is_refused(data_bin):
     alone = DocumentDataset(pairs, [Document("talk", 0, len(pairs))], "test", "bin/test.en-de.docids")
     with pytest.raises(ChosenContextError, match=r"the split 'test' \(bin/test.en-de.docids\) has one document, "
                                                  r"'talk': give the split several documents"):
-        alone.choosing(task.context_choice, 1, 1)
+        alone.choosing(task.regime.context_choice, 1, 1)
 
 
 def test_max_tokens_counts_the_chosen_sentences(data_bin):
@@ -135,7 +135,7 @@ def test_previous_is_the_default_and_an_older_checkpoints_options_build_it(data_
     field (a checkpoint from before it) build the same model, computing the same."""
     task, model, _, _ = build(data_bin, *AMN, "--no-inter-sentence-attention")
     assert model.args.context_choice == "previous" and model.context_choice() is None
-    assert task.context_choice is None and model.context_sentences() == (1, 0)
+    assert task.regime.context_choice is None and model.context_sentences() == (1, 0)
     args = model.args
     del args.context_choice
     older = AssociatedMemoryTransformerModel.build_model(args, task)
@@ -192,7 +192,7 @@ def test_training_in_lanes_reads_the_chosen_sentences(data_bin):
     task, model, criterion, _ = build(data_bin, *AMN, "--context-choice", "next", "--training-batches", "lanes",
                                       "--optimization-window", "2")
     item = batches(task, "train", max_tokens=200)[0]
-    assert all("chosen_context_counts" in step["net_input"] for step in steps_of(item))
-    loss, _, _ = criterion.forward_window(model, steps_of(item), backward=lambda loss: loss.backward())
+    assert all("chosen_context_counts" in step["net_input"] for step in item["steps"])
+    loss, _, _ = criterion.forward_window(model, lane_steps(item), backward=lambda loss: loss.backward())
     assert torch.isfinite(loss)
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.encoder.context_network.parameters())

@@ -17,9 +17,10 @@ from conftest import (
     check_clis_and_hub_translate_alike,
     check_context_reach,
     check_hypotheses_score_as_teacher_forced,
+    lane_steps,
     walk,
 )
-from memory_nmt.pipeline.data import DocumentDataError, steps_of
+from memory_nmt.pipeline.data import DocumentDataError
 from memory_nmt.pipeline.teacher_forcing import teacher_forced_step
 from memory_nmt.systems.previous_sentences import PreviousSentences, unpadded
 
@@ -197,7 +198,7 @@ def test_max_tokens_holds_the_context_with_the_trainers_max_positions(data_bin, 
     try:
         with torch.no_grad():
             for item in trainer_batches(120):
-                criterion.forward_window(model, steps_of(item))
+                criterion.forward(model, item)
     finally:
         handle.remove()
     assert widths and max(widths) <= 120 and sum(width > 30 for width in widths) > 3
@@ -233,7 +234,7 @@ def test_a_sentences_loss_trains_its_own_pass_only(data_bin):
 
     handle = model.encoder.embed_tokens.register_forward_hook(keep)
     try:
-        criterion.forward_window(model, steps, backward=lambda loss: loss.backward())
+        criterion.forward_window(model, lane_steps(steps), backward=lambda loss: loss.backward())
     finally:
         handle.remove()
     reached = [e.grad is not None and e.grad.abs().sum().item() > 0 for e in embeddings]

@@ -15,9 +15,9 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import (
     COMMON, LOCAL_GLOBAL, PLUGIN, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike,
-    check_hypotheses_score_as_teacher_forced, fairseq_command, fitted_parameters, run, save_checkpoint, walk,
+    check_hypotheses_score_as_teacher_forced, fairseq_command, fitted_parameters, lane_steps, run, save_checkpoint, walk,
 )
-from memory_nmt.pipeline.data import plan_epoch
+from memory_nmt.pipeline.planners import EpochRequest, WholeChunks
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
 from memory_nmt.systems.context_parameters import is_context_parameter
@@ -41,9 +41,8 @@ def local_global_model(data_bin, chunk, *more, seed=0):
 
 def whole_chunk_batches(task, split, chunk, max_tokens=400):
     task.load_dataset(split)
-    items = plan_epoch(task.dataset(split), max_tokens, None, 1, 0, 1, 1, window=None,
-                       chunk_sentences=chunk, whole_chunks=True)
-    return [items.collater([item]) for item in items.items]
+    planned = WholeChunks(chunk).plan(task.dataset(split), EpochRequest(max_tokens, None))
+    return [planned.items.dataset.collate_step(step) for (step,) in planned.items.items]
 
 
 def real_logits(task, split, logits):
@@ -274,7 +273,7 @@ def test_the_previous_target_sentence_takes_no_gradient(data_bin):
     handles = [model.encoder.layers[0].register_forward_hook(keep("encoder"))]
     handles += [layer.register_forward_hook(keep("decoder")) for layer in model.decoder.layers]
     try:
-        criterion.forward_window(model, [sample], backward=lambda loss: loss.backward())
+        criterion.forward_window(model, lane_steps([sample]), backward=lambda loss: loss.backward())
     finally:
         for handle in handles:
             handle.remove()

@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import LOCAL_GLOBAL, Recorder, batches, build, check_hypotheses_score_as_teacher_forced, walk
-from memory_nmt.pipeline.data import plan_epoch
+from conftest import LOCAL_GLOBAL, Recorder, batches, build, check_hypotheses_score_as_teacher_forced, lane_steps, walk
+from memory_nmt.pipeline.planners import EpochRequest, WholeChunks
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.context_parameters import is_context_parameter
 
@@ -34,9 +34,8 @@ def model_with(data_bin, *options, chunk=CHUNK):
 
 def whole_chunks(task, split="valid"):
     task.load_dataset(split)
-    items = plan_epoch(task.dataset(split), 4000, None, 1, 0, 1, 1, window=None, chunk_sentences=CHUNK,
-                       whole_chunks=True)
-    return [items.collater([item]) for item in items.items]
+    planned = WholeChunks(CHUNK).plan(task.dataset(split), EpochRequest(4000, None))
+    return [planned.items.dataset.collate_step(step) for (step,) in planned.items.items]
 
 
 def encoder_output(logits, extra, row):
@@ -193,7 +192,7 @@ def test_learned_positions_past_their_end_are_refused_by_name(data_bin):
 def test_each_ablated_model_trains_and_translates_every_sentence_once(data_bin, flag):
     task, model, criterion = model_with(data_bin, flag)
     model.train()
-    loss, _, _ = criterion.forward_window(model, [whole_chunks(task, "train")[0]], backward=lambda l: l.backward())
+    loss, _, _ = criterion.forward_window(model, lane_steps([whole_chunks(task, "train")[0]]), backward=lambda l: l.backward())
     assert loss > 0 and any(p.grad is not None for p in model.parameters())
     model.eval()
     best, trace = Recorder(task, model).decode(batches(task, "test", max_tokens=1000))
