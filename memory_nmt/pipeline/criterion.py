@@ -214,8 +214,8 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         Returns the summed (detached) loss, sample size and logging output of ``steps``.
         ``stateless`` starts with nothing carried and keeps no carry (fairseq's dummy
         batches); ``fresh`` starts with nothing carried and keeps the carry (a replay from the
-        start of the documents its lanes hold, ``task.py``). ``loss_scale`` is the factor
-        ``backward`` multiplies losses by (fp16, AMP).
+        start of the documents its lanes hold, ``rebuild_carry_after_resume``). ``loss_scale`` is
+        the factor ``backward`` multiplies losses by (fp16, AMP).
         """
         position = steps[0].position
         carry = None if stateless or fresh else self.carries.get(position)
