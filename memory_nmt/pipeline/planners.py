@@ -4,8 +4,8 @@ fairseq asks the task for an epoch's batches (``get_batch_iterator``): the reque
 ``EpochRequest`` (the batch-size limits, the data-parallel workers and this one's shard, the
 seed and the epoch). A planner answers it with a ``PlannedEpoch``: the items, the batches
 fairseq's iterator takes them in, and a digest of every worker's batches. Every planner has the
-one method ``plan(dataset, request)`` and says what its batches are (``describe``, for the log);
-which planner a split gets is the regime's choice (``regime.py``). The planners:
+one method ``plan(dataset, request)``; a training planner also says what its batches are
+(``describe``, for the log). Which planner a split gets is the regime's choice (``regime.py``). The planners:
 
 - ``DocumentLanes`` (here): documents of similar length in lanes, one sentence step an item
   (``DocumentDataset.groups``, ``data.py``); validation and decoding, whatever the system;
@@ -93,17 +93,18 @@ class EpochItems(torch.utils.data.Dataset):
     def samples_before(self, position: StepPosition) -> List[dict]:
         """The batches of the steps of ``position``'s group before it, in order, from which what
         its lanes carry into it comes: all of them, or with lanes that refill
-        (``refilled_lanes.py``) those since the earliest start of the documents its rows go on with."""
+        (``refilled_lanes.py``) those since the earliest start of the documents its rows go on
+        with, and at least the step before (where every row starts a document)."""
         group = [step for item in self.items if item for step in item if step.position.group == position.group]
         earlier = [step for step in group if step.position.step < position.step]
         current = next(step for step in group if step.position.step == position.step)
-        first = 0
-        if current.continues:
-            waiting = {lane for lane, goes_on in zip(current.lanes, current.continues) if goes_on}
-            first = len(earlier)
-            while waiting and first > 0:
-                first -= 1
-                waiting -= {lane for lane, goes_on in zip(earlier[first].lanes, earlier[first].continues) if not goes_on}
+        if not current.continues:
+            return [self.dataset.collate_step(step) for step in earlier]
+        waiting = {lane for lane, goes_on in zip(current.lanes, current.continues) if goes_on}
+        first = len(earlier)
+        while first == len(earlier) or (waiting and first > 0):  # the step before, whose carry the store expects
+            first -= 1
+            waiting -= {lane for lane, goes_on in zip(earlier[first].lanes, earlier[first].continues) if not goes_on}
         return [self.dataset.collate_step(step) for step in earlier[first:]]
 
     def collater(self, items):
@@ -155,9 +156,6 @@ class DocumentLanes:
     context: Tuple[int, int] = (0, 0)
     max_positions: object = None
     chunk_sentences: Optional[int] = None
-
-    def describe(self) -> str:
-        return "documents in lanes, sentence step by sentence step (data.py)"
 
     def plan(self, dataset: DocumentDataset, request: EpochRequest) -> PlannedEpoch:
         groups = dataset.groups(request.max_tokens, request.max_sentences, self.context, self.max_positions,

@@ -6,10 +6,13 @@ walked in lanes (the planner ``RefilledLanes``, ``planners.py``'s interface). Fi
 decoding (``data.py``), a group's lanes empty as its documents
 end, and a group is only as wide as its widest step allows. Here each lane holds a stream of
 documents, one after the other, so a group's steps stay full. With 5 documents A(3) B(1) C(2)
-D(2) E(1) in 2 lanes, each next document going to the lane with the fewest sentences so far::
+D(2) E(1) in 2 lanes, each next document going to the lane with the fewest sentences so far, no
+lane longer than the longest document (3 sentences)::
 
-    lane 0: A1 A2 A3 E1          step 0 = [A1 B1]   step 1 = [A2 C1*]   step 2 = [A3 C2]
-    lane 1: B1 C1 C2 D1 D2       step 3 = [E1* D1*] step 4 = [D2]
+    group 0:  lane 0: A1 A2 A3     step 0 = [A1 B1]   step 1 = [A2 C1*]   step 2 = [A3 C2]
+              lane 1: B1 C1 C2
+    group 1:  lane 0: D1 D2        step 0 = [D1 E1]   step 1 = [D2]
+              lane 1: E1
 
 (* a row that starts its lane's next document.) A step's rows say whether they continue their
 lane's document (``continues``): a row that starts one reads nothing its lane carried, as a
@@ -160,18 +163,20 @@ class RefilledLanes:
     windows of ``window`` steps (``data.parse_window``), each step's sentences in up to
     ``max_passes`` forward passes, packed several to a row for a model of ``packed_width`` (None:
     one a row, each counting the ``context`` sentences its system reads before it, cut to
-    ``max_positions``); ``rows`` says why, for the log."""
+    ``max_positions``, for the reason ``unpacked_because``, which the log gives)."""
 
     window: Tuple[Optional[int], Optional[int]]
     max_passes: int = 1
     packed_width: Optional[int] = None
     context: Tuple[int, int] = (0, 0)
     max_positions: object = None
-    rows: str = "sentences packed several to a row"
+    unpacked_because: str = "no model built"
 
     def describe(self) -> str:
+        rows = ("sentences packed several to a row" if self.packed_width is not None
+                else f"one sentence a row ({self.unpacked_because})")
         return ("documents in lanes that refill, sentence step by sentence step, --optimization-window steps "
-                f"an update (refilled_lanes.py); {self.rows}")
+                f"an update (refilled_lanes.py); {rows}")
 
     def layout(self, max_tokens: Optional[int]):
         if self.packed_width is not None:

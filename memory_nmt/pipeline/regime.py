@@ -37,7 +37,11 @@ class Regime:
     training: object  # the training split's planner
     stepping: DocumentLanes  # every other split's, and every split's of a loaded model
     context_choice: Optional[ContextChoice] = None
-    chunk_sentences: Optional[int] = None
+
+    @property
+    def chunk_sentences(self) -> Optional[int]:
+        """The most sentences of a chunk, for a system that reads whole chunks; else None."""
+        return self.stepping.chunk_sentences
 
     @property
     def unit(self) -> str:
@@ -60,17 +64,14 @@ class Regime:
             training = RefilledLanes(
                 parse_window(cfg.optimization_window), cfg.passes_per_step,
                 packed_width=model.encoder.embed_tokens.embedding_dim if unpackable is None else None,
-                context=context, max_positions=positions,
-                rows="sentences packed several to a row" if unpackable is None else f"one sentence a row ({unpackable})",
+                context=context, max_positions=positions, unpacked_because=unpackable or "",
             )
-        return Regime(training, DocumentLanes(context, positions, chunk_sentences), system.context_choice(),
-                      chunk_sentences)
+        return Regime(training, DocumentLanes(context, positions, chunk_sentences), system.context_choice())
 
     @staticmethod
     def before_any_model(cfg) -> "Regime":
         """Until a model is built: a sentence-level system's, whose batches read no context."""
-        return Regime(RefilledLanes(parse_window(cfg.optimization_window), cfg.passes_per_step,
-                                    rows="one sentence a row (no model built)"), DocumentLanes())
+        return Regime(RefilledLanes(parse_window(cfg.optimization_window), cfg.passes_per_step), DocumentLanes())
 
 
 def why_rows_not_packed(system, model, lane_rows: str) -> Optional[str]:

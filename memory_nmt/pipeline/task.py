@@ -34,7 +34,7 @@ from omegaconf import II
 
 from .chosen_context import check_split
 from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
-from .data import DocumentDataError, DocumentDataset, parse_window, read_docids
+from .data import DocumentDataError, DocumentDataset, read_docids
 from .document_task import TranslatesDocuments
 from .errors import UnsupportedOptionError
 from .generator import CONTEXT_FROM, DocumentSequenceGenerator
@@ -42,7 +42,7 @@ from .interactive import InteractiveLines, InteractiveSession, Placement
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
 from .planners import EpochRequest, PlannedEpoch
 from .regime import Regime
-from .samples import KIND, lines_sample, read_sample
+from .samples import lines_sample, read_sample
 from .system import document_system
 
 logger = logging.getLogger(__name__)
@@ -200,12 +200,11 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
 
     def __init__(self, cfg: DocumentTranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
-        self.training_plan: Optional[PlannedEpoch] = None  # this worker's training batches of the current epoch
+        self.training_plan: Optional[PlannedEpoch] = None  # the current epoch's training plan
         self.regime = Regime.before_any_model(cfg)  # of the model built last: how its batches are planned
         self.trains_its_model = True  # fairseq-train builds its model; the others load theirs
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
-        parse_window(cfg.optimization_window)
         check_ranges(cfg, DocumentTranslationConfig)
         if world_size(cfg) > 1 and cfg.ddp_backend not in DDP_BACKENDS:
             raise OptionError(
@@ -364,7 +363,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         come from the session, with the lanes whose documents have ended and been translated
         (the generator forgets what they carried); lines that end documents get an empty
         translation."""
-        if KIND not in sample and self.interactive.pending:
+        if read_sample(sample) is None and self.interactive.pending:
             batch = self.interactive.take(sample["net_input"]["src_tokens"].size(0))
             if batch.document_ends:
                 return [[self.empty_translation()] for _ in range(batch.ids.numel())]

@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, walk
+from memory_nmt.pipeline.data import SentenceStep, StepPosition
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.packing import PackedRows
-from memory_nmt.pipeline.planners import EpochRequest
+from memory_nmt.pipeline.planners import EpochItems, EpochRequest
 from memory_nmt.pipeline.samples import LaneStep, LaneWindow, SentencesBatch, passes_in, read_sample
 
 SENTENCE = ["--arch", "transformer", *TINY_DIMS]
@@ -239,3 +240,22 @@ def test_no_loss_of_one_document_sends_gradient_into_another(data_bin, across, r
     assert gradient_at_the_ended_document(window[1]) == 0
     carried = dict(window[1], continues=torch.ones_like(window[1]["continues"]))
     assert gradient_at_the_ended_document(carried) > 0
+
+
+def test_a_resume_replays_from_the_earliest_start_of_what_its_lanes_go_on_with_and_at_least_one_step():
+    """The replay after a resume inside a group: back to where the documents its rows go on with
+    started; where every row starts a document, the step before (so the carry it continues is
+    held, and nothing is read from it)."""
+    class Collating:
+        def collate_step(self, step):
+            return step.position.step
+
+    def step(number, continues):
+        return SentenceStep(StepPosition("train", 0, number, ends_group=number == 3), sentences=(2 * number, 2 * number + 1),
+                            lanes=(0, 1), continues=continues)
+
+    steps = [step(0, (False, False)), step(1, (True, False)), step(2, (True, True)), step(3, (False, False))]
+    items = EpochItems(Collating(), [[steps]], shard_id=0, windows=True)
+    assert items.samples_before(steps[2].position) == [0, 1], "lane 0's document started at step 0"
+    assert items.samples_before(steps[1].position) == [0]
+    assert items.samples_before(steps[3].position) == [2], "every row starts a document: the step before"
