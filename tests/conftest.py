@@ -195,11 +195,10 @@ def make_reads_nonzero(model, seed=0):
 def lane_steps(collated):
     """The sentence steps (``samples.LaneStep``) of a collated training window, or of a list of
     collated steps, as the criterion takes them."""
-    from memory_nmt.pipeline.samples import LaneWindow, read_lane_step, read_sample
+    from memory_nmt.pipeline.samples import read_lane_step, read_sample, steps_in
 
     if isinstance(collated, dict):
-        batch = read_sample(collated)
-        return batch.steps if isinstance(batch, LaneWindow) else [batch]
+        return steps_in(read_sample(collated))
     return [read_lane_step(step) for step in collated]
 
 

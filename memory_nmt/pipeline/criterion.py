@@ -39,7 +39,7 @@ from .carry import Carry, CarryStore, WindowTail
 from .data import parse_window
 from .document_task import TranslatesDocuments
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
-from .samples import DocumentBatch, ForwardPass, LaneStep, LaneWindow, SentencesBatch, read_sample
+from .samples import DocumentBatch, ForwardPass, LaneStep, LaneWindow, SentencesBatch, read_sample, steps_in
 from .system import document_system
 from .teacher_forcing import TeacherForcedStep, teacher_forced_step
 from .truncation import (
@@ -175,7 +175,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         the carry (``rebuild_carry_after_resume``)."""
         if isinstance(batch, SentencesBatch):
             return self.forward_sentences(model, batch, backward)
-        steps = batch.steps if isinstance(batch, LaneWindow) else [batch]
+        steps = steps_in(batch)
         if not stateless:
             self.rebuild_carry_after_resume(model, steps[0].position)
         return self.forward_window(model, steps, backward=backward, stateless=stateless, loss_scale=loss_scale)
@@ -240,7 +240,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                     links += [(leaf, states[name]) for name, leaf in leaves.differentiable_states().items()]
                     carry_in = leaves
                 run = self.forward_step if counted else self.recompute_step
-                if truncation is not None and not truncation.keeps_graph(padded_tokens(rows)):
+                if truncation is not None and not truncation.keeps_graph(rows.padded_tokens):
                     outputs = checkpoint(run, model, rows, carry_in, use_reentrant=False)
                 else:
                     outputs = run(model, rows, carry_in)
@@ -321,8 +321,3 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             loss_of=(lambda net_output: self.compute_loss(model, net_output, rows.batch)) if with_loss else None,
             packed_rows=rows.packed_rows,
         )
-
-
-def padded_tokens(rows: ForwardPass) -> int:
-    """A forward pass's padded tokens as --max-tokens counts them: its rows times the wider side."""
-    return max(rows.net_input["src_tokens"].numel(), rows.target.numel())

@@ -53,6 +53,11 @@ class ForwardPass:
     def target(self) -> Tensor:
         return self.batch["target"]
 
+    @property
+    def padded_tokens(self) -> int:
+        """Its padded tokens as --max-tokens counts them: its rows times the wider side."""
+        return max(self.net_input["src_tokens"].numel(), self.target.numel())
+
 
 @dataclass
 class LaneStep:
@@ -86,12 +91,15 @@ class LinesStep:
 DocumentBatch = Union[LaneStep, LaneWindow, SentencesBatch, LinesStep]
 
 
+def steps_in(batch: Union[LaneStep, LaneWindow]) -> List[LaneStep]:
+    """The sentence steps of ``batch``: a window's, or the one step it is."""
+    return batch.steps if isinstance(batch, LaneWindow) else [batch]
+
+
 def passes_in(batch: DocumentBatch) -> List[ForwardPass]:
     """Every forward pass of ``batch``, in order."""
-    if isinstance(batch, LaneWindow):
-        return [rows for step in batch.steps for rows in step.passes]
-    if isinstance(batch, LaneStep):
-        return list(batch.passes)
+    if isinstance(batch, (LaneStep, LaneWindow)):
+        return [rows for step in steps_in(batch) for rows in step.passes]
     return [batch.rows]
 
 
