@@ -30,18 +30,20 @@ through its epochs. Printed side by side, per model:
 
 The memory model trains once per --gradient-reaches mode (``window``: every earlier sentence of
 the window, one backward pass a window; K: exactly K sentences back, ``memory_nmt/pipeline/
-truncation.py``; the first is the one the ratios and targets are for), each recomputing the
-window before's last step (K steps with K) at the next window's start (``recompute``, the
-default), and once more for the first with ``--gradient-across-windows drop`` (not with windows
-of one step, where drop is refused): what the reach and the recomputation cost in speed, memory
-and arithmetic. (Passes/update counts the data's forward passes; recomputed passes show in the
-time and the arithmetic.) Then the arithmetic of each memory mode is decomposed, in units of F,
-the transformer's forward pass per target token on its own batches (its forward and backward are
-about 3F): the transformer's forward and backward, the padding of the memory model's batches
-(the transformer on them, less the transformer on its own), the memory's reading and writing
-(the memory model with a reach of 0, less the transformer on the same batches: needs 0 among
---gradient-reaches) and the gradient machinery (the mode, less a reach of 0: the recomputed step,
-and with a reach of K the gradient passes and second backward passes of ``truncation.py``).
+truncation.py``; the first is the one the ratios and targets are for), each sending nothing into
+the window before (``--gradient-across-windows drop``, the default; ``recompute`` with windows of
+one step, where drop is refused), and once more for the first recomputing the window before's last
+step (K steps with K) at the next window's start (``recompute``): what the reach and the
+recomputation cost in speed, memory and arithmetic. (Passes/update counts the data's forward
+passes; recomputed passes show in the time and the arithmetic.) Then the arithmetic of each memory
+mode is decomposed, in units of F, the transformer's forward pass per target token on its own
+batches (its forward and backward are about 3F): the transformer's forward and backward, the
+padding of the memory model's batches (the transformer on them, less the transformer on its own),
+the memory's reading and writing (the memory model with a reach of 0, less the transformer on the
+same batches: needs 0 among --gradient-reaches) and the gradient machinery (the mode, less a reach
+of 0: the backward pass through the states a window's sentences pass on, the recomputed step with
+``recompute``, and with a reach of K the gradient passes and second backward passes of
+``truncation.py``).
 
 --profile also prints where each model's time goes over --updates more updates of each: the
 named parts of a step (forward, the memory's Update Attention in "sentence context", "gradient
@@ -77,7 +79,9 @@ from memory_nmt.evaluation.synthetic import generate_documents, write_documents
 from memory_nmt.pipeline.data import parse_window
 from memory_nmt.pipeline.samples import passes_in, read_sample
 from memory_nmt.pipeline.task import DEFAULT_WINDOW, LANE_ROWS
-from memory_nmt.pipeline.truncation import WINDOW, drop_cuts_every_gradient, parse_gradient_reach
+from memory_nmt.pipeline.truncation import (
+    DEFAULT_ACROSS_WINDOWS, WINDOW, drop_cuts_every_gradient, parse_gradient_reach,
+)
 from memory_nmt_tools.paths import check_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,21 +118,32 @@ def reach_label(reach) -> str:
     return "window" if reach == WINDOW else f"reach {reach}"
 
 
+def memory_row(reach, across: str) -> Tuple[str, List[str]]:
+    """The memory model's row label and options with ``--gradient-reach reach`` and
+    ``--gradient-across-windows across`` (named in the label where it is not the default)."""
+    named = "" if across == DEFAULT_ACROSS_WINDOWS or reach == 0 else f", {across}"
+    return (f"memory, {reach_label(reach)}{named}",
+            MEMORY + ["--gradient-reach", str(reach), "--gradient-across-windows", across])
+
+
 def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
     """The models compared, by name: the row label and the fairseq-train options. "memory" is
-    the memory model with the first of --gradient-reaches, recomputed across windows."""
+    the memory model with the first of --gradient-reaches and the default across windows
+    (``recompute`` where ``drop`` would cut every gradient across sentences, as the task refuses),
+    "memory_recompute" the same recomputing the window before."""
+    window = parse_window(args.optimization_window)
+    across = {reach: "recompute" if drop_cuts_every_gradient(window, reach) else DEFAULT_ACROSS_WINDOWS
+              for reach in args.gradient_reaches}
     first, *others = args.gradient_reaches
     systems = {
         "plain": ("transformer", PLAIN),
         "plain_documents": ("transformer, document batches", PLAIN_DOCUMENTS),
-        "memory": (f"memory, {reach_label(first)}", MEMORY + ["--gradient-reach", str(first)]),
+        "memory": memory_row(first, across[first]),
     }
-    # drop: nothing to drop at a reach of 0, refused where it would cut every gradient across sentences
-    if first != 0 and not drop_cuts_every_gradient(parse_window(args.optimization_window), first):
-        systems["memory_drop"] = (f"memory, {reach_label(first)}, drop", MEMORY + [
-            "--gradient-reach", str(first), "--gradient-across-windows", "drop"])
+    if first != 0 and across[first] != "recompute":  # nothing to recompute at a reach of 0
+        systems["memory_recompute"] = memory_row(first, "recompute")
     for reach in others:
-        systems[f"memory_reach{reach}"] = (f"memory, {reach_label(reach)}", MEMORY + ["--gradient-reach", str(reach)])
+        systems[f"memory_reach{reach}"] = memory_row(reach, across[reach])
     systems.update({name: OTHER_SYSTEMS[name] for name in args.systems})
     return systems
 
@@ -390,10 +405,11 @@ def main(argv=None):
     print(f"{args.repeats} alternating rounds of {args.updates} updates each, after {args.warmup} warm-up updates; "
           f"peak = {peak_name(args.device)} over {args.updates} updates, a fresh process each; "
           f"FLOPs of matrix products and attention over {args.updates} more updates\n")
-    print("memory: transformer_recurrent_memory with --gradient-reach window or K, its gradient recomputed "
-          "across windows unless 'drop'; 'x plain' columns: tokens/s and peak memory over the transformer's; "
-          "'x arith': arithmetic per target token over the transformer's; 'ceiling': 1 / x arith, the tokens/s "
-          "ratio its arithmetic allows at equal FLOP rates; 'of ceiling': x plain over the ceiling\n")
+    print("memory: transformer_recurrent_memory with --gradient-reach window or K, nothing sent into the window "
+          "before (--gradient-across-windows drop, the default) unless 'recompute'; 'x plain' columns: tokens/s "
+          "and peak memory over the transformer's; 'x arith': arithmetic per target token over the transformer's; "
+          "'ceiling': 1 / x arith, the tokens/s ratio its arithmetic allows at equal FLOP rates; 'of ceiling': "
+          "x plain over the ceiling\n")
     header = ("model", "tgt tok/s", "x plain", "real tok/pass", "padding", "passes/upd", "peak MiB", "x plain",
               "MFLOP/tgt tok", "x arith", "ceiling", "of ceiling")
     print(f"  {header[0]:<32}" + "".join(f"{h:>14}" for h in header[1:]))

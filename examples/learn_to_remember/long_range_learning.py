@@ -1,6 +1,6 @@
 """How fast the memory model learns long-range context, beside the systems it is compared with.
 
-    python examples/learn_to_remember/long_range_learning.py [--workdir runs/long_range] [--variants recompute:window,drop:1,recompute:1]
+    python examples/learn_to_remember/long_range_learning.py [--workdir runs/long_range] [--variants drop:window,recompute:window,recompute:1]
 
 Synthetic documents (``memory_nmt/evaluation/synthetic.py``) of --min-sentences to
 --max-sentences sentences, in which an ambiguous word's sense ("plant": pflanze or fabrik) is
@@ -9,11 +9,12 @@ fixed only by the document's first sentence and a pronoun's form by its noun 1 t
 
 - ``ACROSS:K``: ``transformer_recurrent_memory_small`` (the quickstart's model, or --model-args)
   with ``--gradient-across-windows ACROSS --gradient-reach K`` (``memory_nmt/pipeline/truncation.py``):
-  ``recompute:window`` the task's default (every earlier sentence of the window, one backward pass
-  a window), ``drop:1`` the exact reach of 1 with nothing sent into the window before (give it a
-  window of more than one step), ``recompute:1`` the paper's contract across windows,
-  ``recompute:2`` and ``recompute:4`` reach further; --memory-args adds options (a window, a batch
-  size);
+  ``drop:window`` the task's default (every earlier sentence of the window, one backward pass a
+  window, nothing sent into the window before), ``recompute:window`` the same with the window
+  before's last step recomputed, ``drop:1`` the exact reach of 1 with nothing sent into the window
+  before (give it a window of more than one step), ``recompute:1`` the paper's contract across
+  windows, ``recompute:2`` and ``recompute:4`` reach further; --memory-args adds options (a window,
+  a batch size);
 - ``ACROSS:K@N``: the same, finetuned from the ``sentence`` variant's checkpoint of epoch N for the
   --epochs − N epochs left (the paper's two stages at the same target tokens), at the paper's
   finetuning rates scaled to this script's peak (``two_rate_inverse_sqrt``: 0.6x for the memory,
@@ -375,7 +376,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", type=Path, default=ROOT / "runs" / "long_range",
                         help="where the corpus, checkpoints and scores go, created if missing (default: %(default)s)")
-    parser.add_argument("--variants", type=parse_variants, default="recompute:window,drop:1,recompute:1",
+    parser.add_argument("--variants", type=parse_variants, default="drop:window,recompute:window,recompute:1",
                         help="comma-separated: the memory model's ACROSS:K (--gradient-across-windows ACROSS "
                         "--gradient-reach K), ACROSS:K@N (the same finetuned from the sentence variant's epoch N), "
                         "'sentence' (the transformer), 'local_global'")

@@ -64,7 +64,8 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${FINETUNE_EPOCHS:=20}"              # epochs of every finetuning (memory, concat, amn, local+global, control)
 : "${OPTIMIZATION_WINDOW:=4}"           # the memory model's sentence steps per update, the task's default
                                         # (docs/training.md); the paper's section 5.3 'full' makes a whole
-                                        # group of lanes one update (3 an epoch on 1,071 documents)
+                                        # group of lanes one update (3 an epoch on 1,071 documents); 1
+                                        # needs MEMORY_ARGS="--gradient-across-windows recompute"
 if [[ -z ${MEMORY_MAX_TOKENS:-} ]]; then  # tokens per sentence step of the memory model: an update of
     MEMORY_MAX_TOKENS=$MAX_TOKENS         # OPTIMIZATION_WINDOW steps holds a sentence model's batch, as
     [[ $OPTIMIZATION_WINDOW =~ ^[0-9]+$ ]] && MEMORY_MAX_TOKENS=$((MAX_TOKENS / OPTIMIZATION_WINDOW))

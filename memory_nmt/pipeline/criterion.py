@@ -9,11 +9,12 @@ The loss and its size are those of the current sentences only, whatever context 
 In training, a system whose carry has differentiable states (sentence states that the next
 sentence reads) is back-propagated across sentences as ``--gradient-reach`` says
 (``truncation.py``): by default a window's losses at once, through the carry kept attached
-within the window, or exactly K sentences back. With ``--gradient-across-windows recompute``
-(the default), the criterion keeps the group's last sentence steps with the carry before them (a
-``WindowTail``) and recomputes them at the next window's start, so a window's first sentences
-reach the sentences before it. A system whose carry has no differentiable states (previous
-sentences' tokens) back-propagates each sentence at once.
+within the window, or exactly K sentences back. By default a window's first sentences reach
+nothing before it (``--gradient-across-windows drop``); with ``recompute`` the criterion keeps
+the group's last sentence steps with the carry before them (a ``WindowTail``) and recomputes
+them at the next window's start, so a window's first sentences reach the sentences before it.
+A system whose carry has no differentiable states (previous sentences' tokens) back-propagates
+each sentence at once.
 
 Each step is the pipeline's teacher-forced step (``teacher_forcing.py``), whose parts are named
 for torch.profiler as fairseq names its own; "gradient to the previous sentence" is
@@ -43,6 +44,7 @@ from .samples import DocumentBatch, ForwardPass, LaneStep, LaneWindow, Sentences
 from .system import document_system
 from .teacher_forcing import TeacherForcedStep, teacher_forced_step
 from .truncation import (
+    DEFAULT_ACROSS_WINDOWS,
     GRADIENT_ACROSS_WINDOWS,
     WINDOW,
     back_propagation,
@@ -70,13 +72,14 @@ class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterion
         },
     )
     gradient_across_windows: ChoiceEnum(GRADIENT_ACROSS_WINDOWS) = field(
-        default="recompute",
+        default=DEFAULT_ACROSS_WINDOWS,
         metadata={
             "help": "in training, whether a window's first sentences reach the sentences of the "
             "window before ('recompute': its last step, or its last K with --gradient-reach K, "
             "runs forward again, with the new parameters, at the next window's start; each "
-            "gradient still lands in one update) or not ('drop': faster, a loss reaches "
-            "nothing before its window)"
+            "gradient still lands in one update) or not ('drop', the default, chosen by time to "
+            "quality: a loss reaches nothing before its window; with --optimization-window 1 "
+            "give 'recompute')"
         },
     )
     max_graph_tokens: Optional[int] = field(
@@ -100,7 +103,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
 
     def __init__(
         self, task, sentence_avg, label_smoothing, ignore_prefix_size=0, report_accuracy=False,
-        gradient_reach=WINDOW, gradient_across_windows="recompute", max_graph_tokens=None,
+        gradient_reach=WINDOW, gradient_across_windows=DEFAULT_ACROSS_WINDOWS, max_graph_tokens=None,
     ):
         if not isinstance(task, TranslatesDocuments):
             raise OptionError(
@@ -128,8 +131,8 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         before it, as ``--gradient-reach 0`` says openly: refused (the task calls this in lanes)."""
         if not self.recompute_across_windows and drop_cuts_every_gradient(parse_window(window), self.gradient_reach):
             raise OptionError(
-                f"--gradient-across-windows drop with --optimization-window {window}: every window is "
-                "one sentence step, so no loss would reach an earlier sentence through the states it "
+                f"--gradient-across-windows drop (the default) with --optimization-window {window}: every "
+                "window is one sentence step, so no loss would reach an earlier sentence through the states it "
                 "passes on (as --gradient-reach 0). Use --gradient-across-windows recompute, a larger "
                 "--optimization-window, or --gradient-reach 0 to train each sentence on its own loss"
             )

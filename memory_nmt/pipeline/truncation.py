@@ -31,12 +31,13 @@ sentence reads); whatever else a carry holds is detached by its system before it
 
 Across windows. A window's last steps' graphs cannot outlive the optimizer step (it changes the
 parameters in place), so the criterion recomputes them at the next window's start
-(``--gradient-across-windows recompute``, the default) from the carry before them: the last
+(``--gradient-across-windows recompute``) from the carry before them: the last
 step with ``window``, the last K with a reach of K (``recomputed_steps``). Their forward passes
 run again with the new parameters (and new dropout masks) as far as the decoder's features,
 their losses not counted again (``loss`` None), so the next window's first losses reach them as
 any other. Each gradient lands in exactly one update: that of the window whose loss sent it.
-With ``drop``, they are not recomputed, and a sentence's loss reaches nothing before its window.
+With ``drop`` (the default, chosen by time to quality: ``docs/training.md``), they are not
+recomputed, and a sentence's loss reaches nothing before its window.
 """
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Tuple, Union
@@ -45,7 +46,8 @@ import torch
 from torch import Tensor
 from torch.autograd.profiler import record_function
 
-GRADIENT_ACROSS_WINDOWS = ("recompute", "drop")
+GRADIENT_ACROSS_WINDOWS = ("drop", "recompute")
+DEFAULT_ACROSS_WINDOWS = "drop"  # chosen by time to quality (docs/training.md)
 WINDOW = "window"
 GradientReach = Union[int, str]  # a number of sentences, or WINDOW
 

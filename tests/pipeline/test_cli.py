@@ -93,7 +93,8 @@ def test_resuming_inside_a_group_replays_it_and_follows_the_same_losses(data_bin
     """Stop after 2 one-step windows (inside the first group), resume to 5 updates: the resumed
     run replays the group's first sentences to rebuild the memory, and its per-update losses
     follow the uninterrupted run's (same data order; memory rebuilt with the current weights)."""
-    arguments = [a if a != "1-3" else "1" for a in MEMORY_TRAIN] + ["--max-tokens", "60", "--dropout", "0"]
+    arguments = [a if a != "1-3" else "1" for a in MEMORY_TRAIN] + [
+        "--gradient-across-windows", "recompute", "--max-tokens", "60", "--dropout", "0"]
     whole, split = tmp_path / "whole", tmp_path / "split"
     losses = lambda result: re.findall(r" loss=([0-9.]+)", result.stdout + result.stderr)  # noqa: E731
     expected = losses(run([fairseq_command("fairseq-train"), str(data_bin), *arguments,

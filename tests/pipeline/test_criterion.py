@@ -287,31 +287,36 @@ def test_window_backprop_calls_backward_once_per_window(data_bin):
     assert counts == {"window": 1, "1": 3}
 
 
-def test_drop_with_windows_of_one_step_is_refused_by_name(data_bin):
-    """With windows of one step, ``drop`` would cut every gradient across sentences, as a reach of 0
-    does: refused, naming both options and what to give."""
+@pytest.mark.parametrize("across", [[], ["--gradient-across-windows", "drop"]], ids=["default", "given"])
+def test_drop_with_windows_of_one_step_is_refused_by_name(data_bin, across):
+    """With windows of one step, ``drop`` (the default) would cut every gradient across sentences,
+    as a reach of 0 does: refused, naming both options and what to give; ``recompute`` and a reach
+    of 0 say what they do, and are taken."""
     for reach in ("window", "1"):
-        with pytest.raises(ValueError, match="--gradient-across-windows drop with --optimization-window 1: "
-                                             "every window is one sentence step"):
-            build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--gradient-reach", reach,
-                  "--gradient-across-windows", "drop")
-    build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--gradient-reach", "0",
-          "--gradient-across-windows", "drop")
+        with pytest.raises(ValueError, match=r"--gradient-across-windows drop \(the default\) with "
+                                             "--optimization-window 1: every window is one sentence step.*"
+                                             "Use --gradient-across-windows recompute"):
+            build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--gradient-reach", reach, *across)
+    build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--gradient-reach", "0", *across)
+    build(data_bin, *TINY_MODEL, "--optimization-window", "1", "--gradient-reach", "1",
+          "--gradient-across-windows", "recompute")
 
 
-@pytest.mark.parametrize("cap, kept", [
-    (None, "which keeps the activations of all its steps until then"),
-    ("100", "which keeps the activations of its steps up to --max-graph-tokens 100 padded tokens (the later steps "
-            "run forward again in the backward pass)"),
-])
-def test_the_log_says_what_a_window_keeps_for_its_backward_pass(data_bin, caplog, cap, kept):
-    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "3",
-                                      *(["--max-graph-tokens", cap] if cap else []))
+@pytest.mark.parametrize("options, before, kept", [
+    ([], "nothing before its window (--gradient-across-windows drop)",
+     "which keeps the activations of all its steps until then"),
+    (["--gradient-across-windows", "recompute", "--max-graph-tokens", "100"],
+     "the window before's last sentence step, recomputed",
+     "which keeps the activations of its steps up to --max-graph-tokens 100 padded tokens (the later steps "
+     "run forward again in the backward pass)"),
+], ids=["default", "recompute, capped"])
+def test_the_log_says_what_a_window_reaches_and_keeps_for_its_backward_pass(data_bin, caplog, options, before, kept):
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "3", *options)
     window = next(item["steps"] for item in batches(task, "train", max_tokens=60))
     caplog.set_level(logging.INFO)
     criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
     assert ("gradient across sentences: a loss reaches every earlier sentence of its window (--optimization-window 3) "
-            f"and the window before's last sentence step, recomputed; one backward pass per window, {kept}") in caplog.text
+            f"and {before}; one backward pass per window, {kept}") in caplog.text
 
 
 def test_a_graph_cap_without_window_backprop_is_refused(data_bin):
@@ -352,7 +357,8 @@ def test_memory_is_carried_across_windows_and_checked(data_bin):
 def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin, rows, passes):
     """With fixed weights, the memory rebuilt by replaying a group's first steps (what a
     resumed run does) equals the memory an uninterrupted walk carried to that point."""
-    options = ("--optimization-window", "1", "--passes-per-step", passes, "--lane-rows", rows)
+    options = ("--optimization-window", "1", "--gradient-across-windows", "recompute", "--passes-per-step", passes,
+               "--lane-rows", rows)
     task, model, criterion, _ = build(data_bin, *TINY_MODEL, *options)
     make_reads_nonzero(model)
     windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]

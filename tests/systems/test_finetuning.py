@@ -139,7 +139,7 @@ def test_two_learning_rates_move_each_group_by_its_own(data_bin):
         data_bin, *TINY_MODEL, "--optimizer", "sgd", "--lr-scheduler", "two_rate_inverse_sqrt",
         "--lr", str(peaks["pretrained"]), "--warmup-updates", str(warmups["pretrained"]),
         "--memory-lr", str(peaks["memory"]), "--memory-warmup-updates", str(warmups["memory"]),
-        "--max-tokens", "200", "--optimization-window", "1",
+        "--max-tokens", "200", "--optimization-window", "1", "--gradient-across-windows", "recompute",
     )
     make_reads_nonzero(model)  # else the memory's read gets no gradient but at its output
     trainer = Trainer(cfg, task, model, criterion)
