@@ -1,4 +1,4 @@
-"""Lets fairseq load its own checkpoints under torch >= 2.6, and names a file that is not one.
+"""Lets fairseq load its checkpoints under torch >= 2.6, names a file that is not one, refuses another system's.
 
 torch 2.6 made ``torch.load`` default to ``weights_only=True``, which refuses the
 ``argparse.Namespace`` and omegaconf objects every fairseq checkpoint holds, and fairseq
@@ -11,14 +11,24 @@ That ``load`` also refuses, naming the file, one that is empty or cut short (a c
 interrupted while writing it), or that torch wrote but fairseq did not (no ``model`` in it),
 where fairseq would fail with ``EOFError``, ``UnpicklingError``, ``OSError`` or
 ``KeyError: 'best_loss'`` from deep inside its loader.
+
+fairseq-train's trainer loads a checkpoint (``--finetune-from-model``, or the run it resumes)
+inside a ``try`` that turns any error into "please ensure that the architectures match", with
+both tracebacks. Before that, the plugin reads what the checkpoint holds (its tensors mapped,
+not read) and refuses another system's (``systems/checkpoint_fit.check_system``), on one line.
 """
+import functools
+import os
 import pickle
 import types
+import zipfile
 
 import torch
 from fairseq import checkpoint_utils
+from fairseq.trainer import Trainer
 
 from .pipeline.errors import InputError
+from .systems.checkpoint_fit import check_system
 
 
 class CheckpointFileError(InputError):
@@ -55,6 +65,24 @@ class _TorchLoadingFairseqCheckpoints(types.ModuleType):
 
 
 def allow_fairseq_checkpoints():
-    """Make ``fairseq.checkpoint_utils`` load full checkpoints (idempotent)."""
+    """Make ``fairseq.checkpoint_utils`` load full checkpoints, and fairseq's trainer refuse another
+    system's (idempotent)."""
     if not isinstance(checkpoint_utils.torch, _TorchLoadingFairseqCheckpoints):
         checkpoint_utils.torch = _TorchLoadingFairseqCheckpoints()
+    fairseq_load = Trainer.load_checkpoint
+    if getattr(fairseq_load, "checks_the_system", False):
+        return
+
+    @functools.wraps(fairseq_load)
+    def load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
+        if os.path.isfile(filename):
+            state = load_checkpoint_file(filename, map_location="cpu", mmap=zipfile.is_zipfile(filename))
+            saved_with = (state.get("cfg") or {}).get("model") or state.get("args")
+            resumed_from = ("--save-dir" if self.cfg.checkpoint.restore_file == "checkpoint_last.pt"
+                            else "--restore-file")
+            check_system(filename, saved_with, state["model"], self.get_model(), self.cfg.model,
+                         resumed_from=None if reset_optimizer else resumed_from)
+        return fairseq_load(self, filename, reset_optimizer, *args, **kwargs)
+
+    load_checkpoint.checks_the_system = True
+    Trainer.load_checkpoint = load_checkpoint

@@ -1,4 +1,4 @@
-"""How a checkpoint's parameters fit a document system: loading a sentence-level transformer into it.
+"""How a checkpoint's parameters fit a document system: a transformer's loads, another system's is refused.
 
 A checkpoint of fairseq's plain ``transformer`` (``--finetune-from-model``) lacks the system's
 context parameters (``context_parameters.py``): ``fit_checkpoint`` gives them their fresh
@@ -13,13 +13,23 @@ model shares (a checkpoint trained without ``--share-all-embeddings`` or
 each copy gets the shared values.
 
 A system's model mixes in ``FitsTransformerCheckpoints`` before fairseq's ``TransformerModel``.
+
+A checkpoint of another system (its arch another model class than this model's) is checked
+before fairseq-train loads it (``check_system``, called by ``checkpoint_loading.py`` outside the
+``try`` in which fairseq turns any load error into "please ensure that the architectures
+match"): a run never resumes from one, and its weights start this model only where they fit as
+a plain transformer's would (a concatenation model's do). A refusal names both systems and the
+first parameter that differs.
 """
 import logging
 import re
 from collections import defaultdict
-from typing import Dict, Iterable, List
+from collections.abc import Mapping
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.models.transformer import TransformerModel
 from torch import Tensor, nn
 
 from ..pipeline.errors import InputError
@@ -41,14 +51,25 @@ class CheckpointMismatchError(InputError):
 class FitsTransformerCheckpoints:
     """Mixed into a system's model: ``load_state_dict`` fits the checkpoint as described above."""
 
+    overridden_options: Tuple[str, ...] = ()  # what --model-overrides changed when it was built (the task's)
+
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         """Load a checkpoint: the context parameters a plain transformer's lacks keep their
-        initialisation, and one that does not fit is refused, naming the parameter."""
-        loaded = super().load_state_dict(
-            fit_checkpoint(self, state_dict), strict=False, model_cfg=model_cfg, args=args
-        )
-        if strict:
-            check_complete(loaded.missing_keys, loaded.unexpected_keys, context_modules(self))
+        initialisation, and one that does not fit is refused, naming the parameter (and the
+        options --model-overrides changed, which may be why)."""
+        try:
+            loaded = super().load_state_dict(
+                fit_checkpoint(self, state_dict), strict=False, model_cfg=model_cfg, args=args
+            )
+            if strict:
+                check_complete(loaded.missing_keys, loaded.unexpected_keys, context_modules(self))
+        except CheckpointMismatchError as error:
+            if not self.overridden_options:
+                raise
+            raise CheckpointMismatchError(
+                f"{error}; --model-overrides changed {', '.join(self.overridden_options)}: leave out of it "
+                "what shapes the model's parameters, which the checkpoint's own options must build"
+            ) from None
         return loaded
 
 
@@ -58,15 +79,81 @@ def fit_checkpoint(model: nn.Module, state_dict: Dict[str, Tensor]) -> Dict[str,
     check_shapes(own, state_dict)
     check_shared(model, state_dict)
     parameters = dict(model.named_parameters(remove_duplicate=False))
-    context = [key for key, parameter in parameters.items() if is_context_parameter(parameter)]
-    plain_transformer = not any(key in state_dict for key in context)
-    new = [key for key in context if plain_transformer]
+    new = fresh_parameters(model, state_dict)
     modules = context_modules(model)
     loaded = [key for key in parameters if key in state_dict]
     logger.info("parameters loaded from the checkpoint: %s", describe(loaded, modules))
     if new:
         logger.info("new parameters (not in the checkpoint), freshly initialised: %s", describe(new, modules))
     return {**state_dict, **{key: own[key] for key in new}}
+
+
+def fresh_parameters(model: nn.Module, state_dict: Dict[str, Tensor]) -> List[str]:
+    """The model's context parameters when ``state_dict`` holds none of them (a plain transformer's):
+    those keep their fresh initialisation."""
+    parameters = model.named_parameters(remove_duplicate=False)
+    context = [key for key, parameter in parameters if is_context_parameter(parameter)]
+    return [] if any(key in state_dict for key in context) else context
+
+
+def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model: nn.Module, model_cfg,
+                 resumed_from: Optional[str] = None):
+    """Refuse ``path``, a checkpoint of another system than ``model``'s (their model configs name the
+    systems): always when a run resumes from it (``resumed_from``: the option that gave it,
+    ``--save-dir`` or ``--restore-file``); when only its weights start this model, where they do not
+    fit it. A plain transformer's weights are left to the model (``FitsTransformerCheckpoints``)."""
+    theirs, own = arch(checkpoint_cfg), arch(model_cfg)
+    system = ARCH_MODEL_REGISTRY.get(theirs)
+    if theirs is None or theirs == own or (system is not None and system is ARCH_MODEL_REGISTRY.get(own)):
+        return
+    if resumed_from is None and system is TransformerModel:
+        return
+    unfit = first_difference(model, state_dict, fresh_parameters(model, state_dict))
+    if resumed_from is None:
+        if unfit:
+            raise CheckpointMismatchError(
+                f"{path} is a {theirs} checkpoint, which does not fit this {own} model: {unfit}; give "
+                f"--arch {theirs} to train that system from it, or start this model from a plain transformer's "
+                "checkpoint or its own system's"
+            )
+        return
+    difference = first_difference(model, state_dict)
+    if unfit:
+        advice = f"give another {resumed_from}, or --arch {theirs} to resume its run"
+    elif resumed_from == "--save-dir":
+        advice = (f"give another --save-dir, with --finetune-from-model {path} to start from its weights, "
+                  f"or --arch {theirs} to resume its run")
+    else:
+        advice = (f"give --finetune-from-model {path} instead of --restore-file to start from its weights, "
+                  f"or --arch {theirs} to resume its run")
+    raise CheckpointMismatchError(
+        f"{path} is a {theirs} checkpoint, which fairseq-train resumes from ({resumed_from}), but this model "
+        f"is a {own}{f' ({difference})' if difference else ''}: {advice}"
+    )
+
+
+def arch(model_cfg) -> Optional[str]:
+    """The architecture a model config (fairseq's namespace or dict) names, as fairseq's ``build_model`` reads it."""
+    if isinstance(model_cfg, Mapping):
+        return model_cfg.get("_name") or model_cfg.get("arch")
+    return getattr(model_cfg, "_name", None) or getattr(model_cfg, "arch", None)
+
+
+def first_difference(model: nn.Module, state_dict: Dict[str, Tensor], fresh: Iterable[str] = ()) -> Optional[str]:
+    """The first parameter where ``state_dict`` does not fit ``model``, in the checkpoint's order: a
+    tensor of another shape or that the model has no place for; else the first of the model's,
+    ``fresh`` aside, that the checkpoint lacks. None where it fits."""
+    own = model.state_dict()
+    for key, value in state_dict.items():
+        if key not in own:
+            return f"the checkpoint's {key} of shape {tuple(value.shape)} has no place in this model"
+        if value.shape != own[key].shape:
+            return f"the checkpoint's {key} has shape {tuple(value.shape)}, this model's {tuple(own[key].shape)}"
+    fresh = set(fresh)
+    missing = next((key for key in own if key not in state_dict and key not in fresh), None)
+    if missing is None:
+        return None
+    return f"this model's {missing} of shape {tuple(own[missing].shape)} is not in the checkpoint"
 
 
 def check_shapes(own: Dict[str, Tensor], state_dict: Dict[str, Tensor]):

@@ -355,11 +355,12 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
         ``--global-layer extra``."""
         local = len(self.encoder.layers)
         plain = not any(key.startswith("encoder.global_context.") for key in state_dict)
-        if plain and any(key.startswith(f"encoder.layers.{local}.") for key in state_dict):
+        deeper = any(key.startswith(f"encoder.layers.{local}.") for key in state_dict)
+        if plain and self.args.global_layer == "top" and deeper:
             raise CheckpointMismatchError(
                 f"the checkpoint is a transformer's with more than {local} encoder layers, but with "
                 f"--global-layer {self.args.global_layer} this model has {local} local layers (--encoder-layers "
-                f"{self.args.encoder_layers}, the last of them the global layer's place): finetune from it with "
+                f"{local + 1}, the last of them the global layer's place): finetune from it with "
                 "--global-layer extra, which keeps every layer of the checkpoint local and adds the global layer above"
             )
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
@@ -532,9 +533,11 @@ class LocalGlobalOptions(SystemOptions):
                 "sentences further apart)"
             )
         if args.global_layer == "top" and args.encoder_layers < 2:
+            place = ("is the global layer's place, which --no-document-encoding leaves out" if args.no_document_encoding
+                     else "is the global layer")
             raise OptionError(
                 f"--encoder-layers {args.encoder_layers} with --global-layer top leaves no local layer (the last "
-                "layer is the global layer): give --encoder-layers 2 or more, or --global-layer extra"
+                f"layer {place}): give --encoder-layers 2 or more, or --global-layer extra"
             )
         if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
             raise OptionError(

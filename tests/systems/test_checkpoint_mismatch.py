@@ -1,0 +1,157 @@
+"""One system's checkpoint loaded into another system's model, as fairseq-train's trainer loads it
+(``systems/checkpoint_fit.check_system``): a run never resumes from another system's checkpoint,
+and another system's weights start a model only where they fit it as a plain transformer's
+would; each refusal is one line naming both systems and the first parameter that differs."""
+import shutil
+import subprocess
+
+import pytest
+import torch
+from fairseq.trainer import Trainer
+
+from conftest import AMN, COMMON, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, build, fairseq_command, save_checkpoint
+from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
+
+SYSTEMS = {
+    "transformer": ["--arch", "transformer", *TINY_DIMS],
+    "recurrent_memory": TINY_MODEL,
+    "context_concat": CONCAT,
+    "associated_memory": AMN,
+    "local_global": LOCAL_GLOBAL,
+}
+ARCH = {name: arguments[1] for name, arguments in SYSTEMS.items()}
+MEMORY = "encoder.layers.1.memory.initial_memory of shape (4, 32)"
+CAMN = "encoder.context_network.context_encoder.rnn.weight_ih_l0 of shape (96, 32)"
+SECOND_LAYER = "the checkpoint's encoder.layers.1.self_attn.k_proj.weight of shape (32, 32) has no place in this model"
+SEGMENTS = "the checkpoint's encoder.segment_embeddings.weight of shape (20, 32) has no place in this model"
+
+# (checkpoint's system, model's system): the first parameter that differs (None: the same
+# parameters), and whether the checkpoint's weights start the model (its parameters a plain
+# transformer's, the model's own context parameters fresh). The local+global model has one local
+# layer (--global-layer top), so every other system's second encoder layer has no place in it.
+PAIRS = {
+    ("transformer", "recurrent_memory"): (f"this model's {MEMORY} is not in the checkpoint", True),
+    ("transformer", "context_concat"): (None, True),
+    ("transformer", "associated_memory"): (f"this model's {CAMN} is not in the checkpoint", True),
+    ("transformer", "local_global"): (SECOND_LAYER, False),
+    ("recurrent_memory", "transformer"): (f"the checkpoint's {MEMORY} has no place in this model", False),
+    ("recurrent_memory", "context_concat"): (f"the checkpoint's {MEMORY} has no place in this model", False),
+    ("recurrent_memory", "associated_memory"): (f"the checkpoint's {MEMORY} has no place in this model", False),
+    ("recurrent_memory", "local_global"): (SECOND_LAYER, False),
+    ("context_concat", "transformer"): (None, True),
+    ("context_concat", "recurrent_memory"): (f"this model's {MEMORY} is not in the checkpoint", True),
+    ("context_concat", "associated_memory"): (f"this model's {CAMN} is not in the checkpoint", True),
+    ("context_concat", "local_global"): (SECOND_LAYER, False),
+    ("associated_memory", "transformer"): (f"the checkpoint's {CAMN} has no place in this model", False),
+    ("associated_memory", "recurrent_memory"): (f"the checkpoint's {CAMN} has no place in this model", False),
+    ("associated_memory", "context_concat"): (f"the checkpoint's {CAMN} has no place in this model", False),
+    ("associated_memory", "local_global"): (SECOND_LAYER, False),
+    ("local_global", "transformer"): (SEGMENTS, False),
+    ("local_global", "recurrent_memory"): (SEGMENTS, False),
+    ("local_global", "context_concat"): (SEGMENTS, False),
+    ("local_global", "associated_memory"): (SEGMENTS, False),
+}
+# A plain transformer's weights are the model's own to fit (FitsTransformerCheckpoints): the
+# local+global model refuses a deeper one itself, naming --global-layer extra (its own test below).
+FINETUNED = [pair for pair in PAIRS if pair != ("transformer", "local_global")]
+
+
+@pytest.fixture(scope="module")
+def systems(data_bin, tmp_path_factory):
+    """{system: (trainer, checkpoint)}: each tiny model in fairseq's trainer, and its checkpoint,
+    whose parameters are offset by the system's index so that no two systems' are equal."""
+    directory = tmp_path_factory.mktemp("systems")
+    built = {}
+    for index, (name, arguments) in enumerate(SYSTEMS.items()):
+        task, model, criterion, cfg = build(data_bin, *arguments, "--optimizer", "adam", "--lr", "1e-3")
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(index)
+        save_checkpoint(model, cfg, directory / f"{name}.pt")
+        built[name] = (Trainer(cfg, task, model, criterion), directory / f"{name}.pt")
+    return built
+
+
+def refusal(trainer, checkpoint, reset_optimizer) -> str:
+    with pytest.raises(CheckpointMismatchError) as refused:  # raised outside fairseq's "architectures match"
+        trainer.load_checkpoint(str(checkpoint), reset_optimizer=reset_optimizer)
+    message = str(refused.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("pair", FINETUNED, ids="->".join)
+def test_another_systems_weights_start_a_model_only_where_they_fit(systems, pair):
+    (_, checkpoint), (trainer, _) = systems[pair[0]], systems[pair[1]]
+    difference, fits = PAIRS[pair]
+    if fits:
+        trainer.load_checkpoint(str(checkpoint), reset_optimizer=True)
+        model = trainer.get_model().state_dict()
+        for key, value in torch.load(checkpoint, weights_only=False)["model"].items():
+            assert torch.equal(model[key], value), key
+    else:
+        assert refusal(trainer, checkpoint, reset_optimizer=True) == (
+            f"{checkpoint} is a {ARCH[pair[0]]} checkpoint, which does not fit this {ARCH[pair[1]]} model: "
+            f"{difference}; give --arch {ARCH[pair[0]]} to train that system from it, or start this model from "
+            "a plain transformer's checkpoint or its own system's"
+        )
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids="->".join)
+def test_a_run_never_resumes_from_another_systems_checkpoint(systems, pair):
+    (_, checkpoint), (trainer, _) = systems[pair[0]], systems[pair[1]]
+    difference, fits = PAIRS[pair]
+    message = refusal(trainer, checkpoint, reset_optimizer=False)
+    assert message.startswith(
+        f"{checkpoint} is a {ARCH[pair[0]]} checkpoint, which fairseq-train resumes from (--save-dir), but this "
+        f"model is a {ARCH[pair[1]]}{f' ({difference})' if difference else ''}: give another --save-dir"
+    )
+    assert (f"with --finetune-from-model {checkpoint} to start from its weights" in message) == fits
+    assert message.endswith(f"or --arch {ARCH[pair[0]]} to resume its run")
+
+
+def test_a_tensor_of_another_shape_is_named_with_both_shapes(data_bin, systems, tmp_path):
+    _, model, _, cfg = build(data_bin, *CONCAT, "--encoder-ffn-embed-dim", "48")
+    save_checkpoint(model, cfg, tmp_path / "concat.pt")
+    trainer, _ = systems["recurrent_memory"]
+    assert (f"which does not fit this {ARCH['recurrent_memory']} model: the checkpoint's encoder.layers.0.fc1.weight "
+            "has shape (48, 32), this model's (64, 32); give --arch") in refusal(
+        trainer, tmp_path / "concat.pt", reset_optimizer=True)
+
+
+def test_a_restore_file_of_another_system_is_refused_naming_finetuning_instead(systems, monkeypatch):
+    (_, checkpoint), (trainer, _) = systems["context_concat"], systems["associated_memory"]
+    monkeypatch.setattr(trainer.cfg.checkpoint, "restore_file", str(checkpoint))
+    assert refusal(trainer, checkpoint, reset_optimizer=False).endswith(
+        f"(--restore-file), but this model is a {ARCH['associated_memory']} (this model's {CAMN} is not in the "
+        f"checkpoint): give --finetune-from-model {checkpoint} instead of --restore-file to start from its weights, "
+        f"or --arch {ARCH['context_concat']} to resume its run"
+    )
+
+
+def test_the_local_global_refusal_of_a_deeper_transformer_names_the_models_own_layers(systems):
+    (_, checkpoint), (trainer, _) = systems["transformer"], systems["local_global"]
+    with pytest.raises(CheckpointMismatchError, match=(
+            r"--global-layer top this model has 1 local layers \(--encoder-layers 2, the last of them the global "
+            r"layer's place\): finetune from it with --global-layer extra")):
+        trainer.get_model().load_state_dict(torch.load(checkpoint, weights_only=False)["model"])
+
+
+def test_fairseq_train_in_a_save_dir_of_another_systems_run_ends_on_one_line(data_bin, systems, tmp_path):
+    """The associated memory resumed from a concatenation model's run loaded its weights, then
+    failed on the optimizer's parameter groups (ValueError)."""
+    last = tmp_path / "checkpoint_last.pt"
+    shutil.copy(systems["context_concat"][1], last)
+    result = subprocess.run([
+        fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation", *AMN,
+        "--criterion", "document_label_smoothed_cross_entropy", "--lr", "1e-3", "--max-update", "1",
+        "--save-dir", str(tmp_path),
+    ], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"fairseq-train: error: {last} is a {ARCH['context_concat']} checkpoint, which fairseq-train resumes from "
+        f"(--save-dir), but this model is a {ARCH['associated_memory']} (this model's {CAMN} is not in the "
+        f"checkpoint): give another --save-dir, with --finetune-from-model {last} to start from its weights, or "
+        f"--arch {ARCH['context_concat']} to resume its run"
+    ), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
