@@ -20,6 +20,21 @@ For every ``--system NAME=CHECKPOINT`` (any system of the plugin, or fairseq's p
    order, repeated as needed), each in a fresh process, and measures the peak memory while
    decoding (``peak_memory.py``) and the time per sentence.
 
+Every system is loaded and the split batched for it as fairseq-generate will, before anything
+is translated (``check_system``): what would stop it (a checkpoint that does not load, a sentence
+wider than ``--max-tokens``, random context on a split of one document) stops the run there,
+naming the system. Each figure goes to ``--json`` as it comes (``complete`` false until the
+last); a failed step prints the table so far, '-' where nothing was measured, before its error.
+
+An associated memory whose data chooses its context (``--context-choice next`` or ``random``,
+``memory_nmt/pipeline/chosen_context.py``) is measured where it can be and reads n/a elsewhere,
+the reason under the table: no contrastive scores, since an item holds neither its next
+sentences nor other documents' (the scorer refuses it); with ``random``, no CXMI on the split,
+whose copy without context still gives it random sentences. Its documents of ``--lengths`` draw
+their random context from the split's sentences, as its translation does. Skipped, not refused:
+these models are compared as the paper's Table 4 compares them, beside the previous-sentence
+model in one table, and no option would give them the figure.
+
 ``--model-overrides NAME=DICT`` decodes system NAME with options other than its checkpoint's, as
 fairseq's ``--model-overrides`` does: the same checkpoint twice under two names shows, say, how the
 local+global model's cost grows with its chunks (``--system lg=CKPT --system lg-5=CKPT
@@ -63,6 +78,7 @@ PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
 SPEED_LINE = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
 MiB = 2**20
 CONTRASTIVE_CXMI = "; on the items: the correct candidate, context sentences dropped"
+UNMEASURED = {"cxmi": "CXMI on the split", "contrastive": "contrastive scores"}  # check_system's reasons
 
 
 class ComparisonError(RuntimeError):
@@ -91,10 +107,10 @@ def parse_args(argv=None):
     parser.add_argument("--system", dest="systems", type=parse_system, action="append", required=True,
                         metavar="NAME=CHECKPOINT", help="a system to compare (repeat); NAME labels its row")
     parser.add_argument("--gen-subset", default="test", help="the split to translate (default: test)")
-    parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, help="documents per batch, the same batches for "
+    parser.add_argument("--beam", type=positive, default=5)
+    parser.add_argument("--batch-size", type=positive, help="documents per batch, the same batches for "
                         "every system (default: 32 unless --max-tokens)")
-    parser.add_argument("--max-tokens", type=int, help="tokens per sentence step, counting the "
+    parser.add_argument("--max-tokens", type=positive, help="tokens per sentence step, counting the "
                         "context each system reads")
     parser.add_argument("--generate-args", default="", help="more fairseq-generate options for every "
                         "system, e.g. \"--post-process subword_nmt --tokenizer moses\"")
@@ -110,8 +126,9 @@ def parse_args(argv=None):
                         "(context-files, voita-lines)")
     parser.add_argument("--moses", action="store_true", help="Moses-tokenize the contrastive text first")
     parser.add_argument("--bpe-codes", help="apply these BPE codes to the contrastive text first")
-    parser.add_argument("--lengths", default="10,100,1000",
-                        help="sentences of the documents whose decoding peak memory is measured")
+    parser.add_argument("--lengths", type=parse_lengths, default="10,100,1000",
+                        help="sentences of the documents whose decoding peak memory is measured, "
+                        "separated by commas (default: 10,100,1000)")
     parser.add_argument("--cpu", action="store_true", help="decode on the CPU even if there is a GPU")
     parser.add_argument("--fp16", action="store_true", help="decode in half precision (GPU)")
     parser.add_argument("--workdir", type=Path, help="keep the generate outputs and logs here, created if "
@@ -127,12 +144,6 @@ def parse_args(argv=None):
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.max_tokens is None and args.batch_size is None:
         args.batch_size = 32
-    try:
-        args.lengths = [int(n) for n in args.lengths.split(",") if n]
-    except ValueError:
-        parser.error(f"--lengths {args.lengths!r}: give numbers of sentences, e.g. 10,100,1000")
-    if any(n < 1 for n in args.lengths):
-        parser.error("--lengths: every document needs at least one sentence")
     names = [name for name, _ in args.systems]
     if len(set(names)) != len(names):
         parser.error(f"--system names must differ: {', '.join(names)}")
@@ -151,6 +162,30 @@ def parse_args(argv=None):
         outputs=[("--json", args.json)], plots=[("--plot", args.plot)], workdirs=[("--workdir", args.workdir)],
     )
     return args
+
+
+def positive(text):
+    """A whole number of 1 or more (``--beam``, ``--batch-size``, ``--max-tokens``)."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number, 1 or more")
+    return number
+
+
+def parse_lengths(text):
+    """``--lengths``: "10,100,1000" -> [10, 100, 1000], shortest first (the last column times the longest)."""
+    try:
+        lengths = [int(n) for n in text.split(",")]
+    except ValueError:
+        lengths = []
+    if not lengths or min(lengths) < 1 or len(set(lengths)) < len(lengths):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give numbers of sentences (1 or more, each once) separated by commas, e.g. 10,100,1000"
+        )
+    return sorted(lengths)
 
 
 def parse_overrides(spec):
@@ -193,6 +228,58 @@ def docids_path(args):
             f"{args.data}: expected one {args.gen_subset}.SRC-TGT.docids, found {len(found)}; give --docids"
         )
     return str(found[0])
+
+
+def load_for_decoding(args, name, path):
+    """(cfg, task, model) of system ``name`` as fairseq-generate loads it with ``decoding_options``."""
+    from fairseq import checkpoint_utils, options, tasks, utils
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_generation_parser()
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, [args.data, *decoding_options(args, name, path)]))
+    utils.import_user_module(cfg.common)
+    task = tasks.setup_task(cfg.task)
+    (model,), _ = checkpoint_utils.load_model_ensemble([path], arg_overrides=args.overrides.get(name), task=task)
+    return cfg, task, model
+
+
+@contextmanager
+def named_errors(name):
+    """The plugin's errors about what system ``name`` was given (its data, its options), naming it."""
+    from memory_nmt.pipeline.errors import InputError
+
+    try:
+        yield
+    except InputError as error:
+        raise ComparisonError(f"{name}: {error}") from None
+
+
+def check_system(args, name, path):
+    """What system ``name`` is not measured on, and why ({"cxmi" or "contrastive": reason}; see the
+    module doc), read from its model with its ``--model-overrides``; the split is loaded and
+    batched for it as fairseq-generate will, so that what would stop its translation stops the
+    comparison before anything is translated."""
+    from fairseq import utils
+
+    from memory_nmt.pipeline.system import document_system
+
+    with named_errors(name):
+        cfg, task, model = load_for_decoding(args, name, path)
+        task.load_dataset(args.gen_subset)
+        task.get_batch_iterator(
+            task.dataset(args.gen_subset), max_tokens=cfg.dataset.max_tokens, max_sentences=cfg.dataset.batch_size,
+            max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
+        )
+    choice = document_system(model).context_choice()
+    if choice is None:
+        return {}
+    sentences = {"next": "the next sentences of its document", "random": "random sentences of other documents"}
+    reads = f"it reads {sentences[choice.kind]} ({choice.option()})"
+    reasons = {"contrastive": f"{reads}, which a contrastive item does not have"} if args.contrastive else {}
+    if choice.kind == "random":
+        reasons["cxmi"] = (f"{reads}, and would read them still without its context: in the split's copy without "
+                           "context every other sentence is another document")
+    return reasons
 
 
 def translate(args, name, path, workdir, docids):
@@ -291,36 +378,47 @@ def measure_in_subprocess(args, name, path, length, workdir):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def document_to_decode(sentences, length, split_sentences, stream):
+    """A dataset of one document, ``stream``: the first ``length`` of ``sentences``, which end with
+    the split's own, ``split_sentences`` of them. Only the document is decoded; a system that reads
+    random sentences of other documents (``--context-choice random``) draws them from the split's,
+    as when it translates the split (a dataset of one document has none to draw from)."""
+    from memory_nmt.pipeline.data import Document, DocumentDataset
+
+    class OneDocument(DocumentDataset):
+        def choosing(self, choice, seed, epoch):
+            split = Document("(the split's sentences)", length, split_sentences)
+            with_split = DocumentDataset(self.pairs, [*self.documents, split], self.stream, self.docids_path)
+            chosen = with_split.choosing(choice, seed, epoch).chosen
+            return DocumentDataset(self.pairs, self.documents, self.stream, self.docids_path, chosen)
+
+    return OneDocument(sentences, [Document(stream, 0, length)], stream, "(repeated source sentences)")
+
+
 def measure(args):
     """(In the child process.) Peak memory and seconds per sentence of decoding one document of
     ``--length`` sentences with ``--measure``'s checkpoint, as fairseq-generate decodes, after a
     two-sentence warm-up document."""
     import torch
-    from fairseq import checkpoint_utils, options, tasks, utils
+    from fairseq import utils
     from fairseq.data import LanguagePairDataset
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     from memory_nmt.benchmarks.peak_memory import peak_since, start_peak
-    from memory_nmt.pipeline.data import Document, DocumentDataset
 
-    name, path = args.measure
-    parser = options.get_generation_parser()
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, [args.data, *decoding_options(args, name, path)]))
-    utils.import_user_module(cfg.common)
-    task = tasks.setup_task(cfg.task)
-    (model,), _ = checkpoint_utils.load_model_ensemble([path], arg_overrides=args.overrides.get(name), task=task)
+    cfg, task, model = load_for_decoding(args, *args.measure)
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     model = model.half() if args.fp16 else model
     model.eval().to(device)
     generator = task.build_generator([model], cfg.generation)
     task.load_dataset(args.gen_subset)
     sources = task.dataset(args.gen_subset).pairs.src
+    split_sentences = [sources[i] for i in range(len(sources))]  # read before the peak is measured
     max_positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
 
     def decode(length, stream):
-        sentences = [sources[i % len(sources)] for i in range(length)]
+        sentences = [sources[i % len(sources)] for i in range(length)] + split_sentences
         pairs = LanguagePairDataset(sentences, [s.numel() for s in sentences], task.source_dictionary)
-        dataset = DocumentDataset(pairs, [Document(stream, 0, length)], stream, "(repeated source sentences)")
+        dataset = document_to_decode(pairs, length, len(split_sentences), stream)
         batches = task.get_batch_iterator(
             dataset, max_tokens=cfg.dataset.max_tokens, max_sentences=cfg.dataset.batch_size,
             max_positions=max_positions,
@@ -342,37 +440,59 @@ def distance_order(key):
     return (key == "all", int(key) if key.lstrip("-").isdigit() else float("inf"), key)
 
 
-def table(results, lengths):
-    """One row per system: BLEU, CXMI, contrastive accuracy, speed and peak memory."""
-    distances = sorted({key for r in results.values() for key in (r["contrastive"] or {})}, key=distance_order)
+def shown(value, form):
+    """A figure, or '-' for one not measured (yet)."""
+    return "-" if value is None else format(value, form)
+
+
+def cxmi_cell(figures):
+    if "cxmi" in figures["not_measured"]:
+        return "n/a"
+    return shown_bits(figures["cxmi"]["bits_per_token"]) if figures.get("cxmi") else "-"
+
+
+def contrastive_keys(results, figure, args):
+    """"all" (with ``--contrastive``, even if no system could be scored) and the distances of ``figure``."""
+    keys = {key for r in results.values() for key in (r.get(figure) or {})} | ({"all"} if args.contrastive else set())
+    keys = sorted(keys, key=distance_order)
+    return keys[-1:] + keys[:-1]
+
+
+def table(results, args):
+    """One row per system: BLEU, CXMI, contrastive accuracy, speed and peak memory; '-' where a
+    figure is not measured (a run stopped by an error), n/a where it cannot be (the legend says why)."""
+    distances, lengths = contrastive_keys(results, "contrastive", args), args.lengths
     columns = [("system", 12, "<"), ("s-BLEU", 7, ">"), ("d-BLEU", 7, ">"), ("CXMI", 7, ">")]
-    columns += [("ctx " + key if key == "all" else f"d={key}", 7, ">") for key in distances[-1:] + distances[:-1]]
+    columns += [("ctx " + key if key == "all" else f"d={key}", 7, ">") for key in distances]
     columns += [("sent/s", 8, ">")] + [(f"MiB@{n}", 9, ">") for n in lengths] + [(f"ms/sent@{lengths[-1]}", 14, ">")]
     lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
     lines.append("-" * len(lines[0]))
     for name, r in results.items():
-        cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}", shown_bits(r["cxmi"]["bits_per_token"])]
-        accuracy = r["contrastive"] or {}
-        for key in distances[-1:] + distances[:-1]:
+        cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}", cxmi_cell(r)]
+        accuracy, skipped = r.get("contrastive") or {}, "contrastive" in r["not_measured"]
+        for key in distances:
             right, total = accuracy.get(key, (0, 0))
-            cells.append(f"{100 * right / total:.1f}" if total else "-")
+            cells.append("n/a" if skipped else f"{100 * right / total:.1f}" if total else "-")
         cells.append(f"{r['sentences_per_second']:.1f}")
-        cells += [f"{r['long_documents'][n]['peak_bytes'] / MiB:.1f}" for n in lengths]
-        cells.append(f"{1000 * r['long_documents'][lengths[-1]]['seconds_per_sentence']:.1f}")
+        measured = r.get("long_documents", {})
+        cells += [shown(measured[n]["peak_bytes"] / MiB if n in measured else None, ".1f") for n in lengths]
+        longest = measured.get(lengths[-1])
+        cells.append(shown(1000 * longest["seconds_per_sentence"] if longest else None, ".1f"))
         lines.append(" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)))
     return "\n".join(lines)
 
 
-def contrastive_cxmi_table(results):
+def contrastive_cxmi_table(results, args):
     """One row per system: the contrastive items' CXMI overall and by distance (bits per token)."""
-    keys = sorted({key for r in results.values() for key in (r["contrastive_cxmi"] or {})}, key=distance_order)
-    keys = keys[-1:] + keys[:-1]
+    keys = contrastive_keys(results, "contrastive_cxmi", args)
     columns = [("system", 12, "<")] + [("CXMI " + key if key == "all" else f"d={key}", 9, ">") for key in keys]
     lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
     lines.append("-" * len(lines[0]))
     for name, r in results.items():
-        cxmi = r["contrastive_cxmi"] or {}
-        cells = [name] + [shown_bits(cxmi[key]["bits_per_token"]) if key in cxmi else "-" for key in keys]
+        cxmi = r.get("contrastive_cxmi") or {}
+        skipped = "contrastive" in r["not_measured"]
+        cells = [name] + ["n/a" if skipped else shown_bits(cxmi[key]["bits_per_token"]) if key in cxmi else "-"
+                          for key in keys]
         lines.append(" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)))
     return "\n".join(lines)
 
@@ -381,8 +501,9 @@ def legend(results, args, device):
     first = next(iter(results.values()))
     items = ""
     if args.contrastive:
-        counts = next(r["contrastive"] for r in results.values())
-        items = (f"; contrastive: {counts['all'][1]} items of {' '.join(args.contrastive[1:])}, % right "
+        scored = [r["contrastive"] for r in results.values() if r.get("contrastive")]
+        counted = f"{scored[0]['all'][1]} items of " if scored else ""
+        items = (f"; contrastive: {counted}{' '.join(args.contrastive[1:])}, % right "
                  "overall (ctx all) and by antecedent distance (d=N)")
     batch = f"--max-tokens {args.max_tokens}" if args.max_tokens else f"--batch-size {args.batch_size}"
     return (f"{args.gen_subset}: {first['sentences']} sentences in {first['documents']} documents; "
@@ -392,7 +513,30 @@ def legend(results, args, device):
             f"sent/s: fairseq-generate's sentences per second; MiB@N: peak memory decoding one N-sentence "
             f"document (fresh process each); ms/sent: time per sentence of the longest.\n"
             + "".join(f"{name}: --model-overrides {overrides!r}\n" for name, overrides in args.overrides.items())
+            + "".join(f"{name}: no {UNMEASURED[key]}: {reason}\n"
+                      for name, r in results.items() for key, reason in r["not_measured"].items())
             + f"sacrebleu: {first['signature']}")
+
+
+def tables(results, args, device):
+    """The table (and the contrastive items' CXMI table) with their legend."""
+    shown_tables = table(results, args)
+    if args.contrastive:
+        shown_tables += f"\n\n{contrastive_cxmi_table(results, args)}"
+    return f"{shown_tables}\n\n{legend(results, args, device)}"
+
+
+def write_json(args, device, results, complete=False, error=None):
+    """Every figure so far to ``--json`` (if given), replaced whole; ``complete`` once every system
+    is measured, ``error`` the message of the failure that stopped the comparison."""
+    if args.json is None:
+        return
+    figures = {"device": device, "complete": complete, "systems": results}
+    if error is not None:
+        figures["error"] = error
+    written = args.json.with_name(args.json.name + ".partial")
+    written.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+    os.replace(written, args.json)
 
 
 def plot(results, lengths, path):
@@ -429,7 +573,8 @@ def plot(results, lengths, path):
     if any(results[n]["contrastive"] for n in names):
         context.legend()
         context_cxmi.legend()
-    cxmi.bar(list(positions), [results[n]["cxmi"]["bits_per_token"] for n in names])
+    cxmi.bar(list(positions), [results[n]["cxmi"]["bits_per_token"] if results[n]["cxmi"] else float("nan")
+                               for n in names])
     cxmi.set_xticks(list(positions), names)
     cxmi.set_title("CXMI on the split (bits per token)")
     speed.bar(list(positions), [results[n]["sentences_per_second"] for n in names])
@@ -447,21 +592,41 @@ def plot(results, lengths, path):
     figure.savefig(path, dpi=120)
 
 
-def compare(args, workdir, use_cuda):
+def compare(args, workdir, device, results):
+    """Measure every system into ``results`` (its figures as soon as they exist, in ``--json``
+    too), after checking them all."""
     docids, items = read_docids(docids_path(args)), contrastive_items(args)  # before translating anything
-    results = {}
+    unmeasured = {name: check_system(args, name, path) for name, path in args.systems}
+    for name, reasons in unmeasured.items():
+        for key, reason in reasons.items():
+            print(f"==> {name}: no {UNMEASURED[key]}: {reason}", file=sys.stderr)
+    use_cuda = device == "cuda"
     for name, path in args.systems:
-        results[name] = translate(args, name, path, workdir, docids)
+        figures = results[name] = {**translate(args, name, path, workdir, docids), "checkpoint": path,
+                                   "model_overrides": args.overrides.get(name), "not_measured": unmeasured[name]}
+        write_json(args, device, results)
         print(f"==> {name}: CXMI, contrastive items and documents of {args.lengths} sentences", file=sys.stderr,
               flush=True)
-        results[name]["cxmi"] = split_cxmi(args, name, path, workdir, use_cuda)
-        results[name]["contrastive"], results[name]["contrastive_cxmi"] = contrastive_scores(
-            args, name, path, items, use_cuda
-        )
-        results[name]["long_documents"] = {n: measure_in_subprocess(args, name, path, n, workdir) for n in args.lengths}
-        results[name]["checkpoint"] = path
-        results[name]["model_overrides"] = args.overrides.get(name)
-    return results
+        with named_errors(name):
+            figures["cxmi"] = None if "cxmi" in unmeasured[name] else split_cxmi(args, name, path, workdir, use_cuda)
+            write_json(args, device, results)
+            scored = None if "contrastive" in unmeasured[name] else items
+            figures["contrastive"], figures["contrastive_cxmi"] = contrastive_scores(args, name, path, scored, use_cuda)
+            write_json(args, device, results)
+        figures["long_documents"] = {}
+        for length in args.lengths:
+            figures["long_documents"][length] = measure_in_subprocess(args, name, path, length, workdir)
+            write_json(args, device, results)
+        print(f"\n{table(results, args)}\n", file=sys.stderr, flush=True)
+
+
+def stopped(args, device, results, error):
+    """What was measured before ``error`` stopped the comparison: its table, and ``--json``."""
+    if not results:
+        return
+    kept = f"; every figure above is in {args.json}" if args.json else ""
+    print(f"\n{tables(results, args, device)}\nstopped by the error below: '-' was not measured{kept}")
+    write_json(args, device, results, error=error)
 
 
 def main(argv=None):
@@ -472,24 +637,23 @@ def main(argv=None):
 
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="compare_systems-"))
+    results = {}
     try:
-        results = compare(args, workdir, device == "cuda")
+        compare(args, workdir, device, results)
     except (ComparisonError, TextFileError) as error:
+        stopped(args, device, results, str(error))
         if args.workdir is None and not any(workdir.iterdir()):
             workdir.rmdir()
         sys.exit(f"error: {error}")  # a temporary WORKDIR with files is kept: the error names its logs
-    except BaseException:
+    except BaseException as error:
+        stopped(args, device, results, repr(error))
         if args.workdir is None:
             shutil.rmtree(workdir)
         raise
     if args.workdir is None:
         shutil.rmtree(workdir)
-    tables = table(results, args.lengths)
-    if args.contrastive:
-        tables += f"\n\n{contrastive_cxmi_table(results)}"
-    print(f"\n{tables}\n\n{legend(results, args, device)}")
-    if args.json:
-        args.json.write_text(json.dumps({"device": device, "systems": results}, indent=2, sort_keys=True) + "\n")
+    print(f"\n{tables(results, args, device)}")
+    write_json(args, device, results, complete=True)
     if args.plot:
         plot(results, args.lengths, args.plot)
         print(f"plot: {args.plot}")

@@ -1,25 +1,35 @@
 """scripts/compare_systems.py: one table of systems decoded on the same documents, its figures those
 of the stock tools (fairseq-generate, document_bleu.py, contrastive_eval.py, context_usage.py's
 CXMI) run on their own."""
+import io
 import json
 import re
+import shutil
+import subprocess
 import sys
+from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run
+from conftest import AMN, REPO, build, run, save_checkpoint
 from memory_nmt.evaluation import contrastive, synthetic
 from memory_nmt_tools import compare_systems, context_usage, contrastive_eval
 
 SCRIPT = REPO / "scripts" / "compare_systems.py"
 
 
+def write_items(items):
+    """The test documents' context words, as the data_bin fixture made them, as contrastive items."""
+    documents = synthetic.generate_documents(6, seed=3, min_sentences=2, max_sentences=6)
+    items.write_text(json.dumps(synthetic.contrastive_items(documents)))
+    return items
+
+
 @pytest.fixture(scope="module")
 def compared(data_bin, sentence_checkpoint, concat_checkpoint, tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
-    items = root / "items.json"  # the test documents' context words, as the data_bin fixture made them
-    documents = synthetic.generate_documents(6, seed=3, min_sentences=2, max_sentences=6)
-    items.write_text(json.dumps(synthetic.contrastive_items(documents)))
+    items = write_items(root / "items.json")
     result = run([
         sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"sentence={sentence_checkpoint}",
         "--system", f"concat={concat_checkpoint}", "--beam", "2", "--max-tokens", "200",
@@ -73,8 +83,6 @@ def test_figures_are_those_of_the_stock_tools(compared, data_bin):
 
 
 def test_bad_system_is_refused_by_name(data_bin, tmp_path):
-    import subprocess
-
     done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", "nonsense"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "give NAME=CHECKPOINT" in done.stderr
@@ -85,8 +93,6 @@ def test_bad_system_is_refused_by_name(data_bin, tmp_path):
 
 
 def test_model_overrides_reach_their_system_only(data_bin, tmp_path):
-    import subprocess
-
     checkpoint = tmp_path / "model.pt"
     checkpoint.write_bytes(b"")
     args = compare_systems.parse_args([
@@ -108,10 +114,12 @@ def test_model_overrides_reach_their_system_only(data_bin, tmp_path):
     (["--contrastive", "voita", "{tmp}/bad.json"], "entry 0: 'true_ind' is a str"),
     (["--gen-subset", "nosuch"], "expected one nosuch.SRC-TGT.docids"),
     (["--reference", "{tmp}/missing.de"], "--reference {tmp}/missing.de: no such file"),
-], ids=["contrastive-file", "contrastive-format", "contrastive-item", "docids", "reference"])
+    ([], "a: {tmp}/checkpoint.pt: cannot be read as a checkpoint (EOFError: Ran out of input)"),
+], ids=["contrastive-file", "contrastive-format", "contrastive-item", "docids", "reference", "checkpoint"])
 def test_inputs_are_checked_before_the_first_system_is_translated(data_bin, tmp_path, capsys, arguments, message):
     """Each of these failed only after the first system had been translated. The checkpoint
-    here is not one: translating anything would fail on it first."""
+    here is not one: translating anything would fail on it first, and the systems' check (the
+    last case) fails on it after the other inputs."""
     (tmp_path / "checkpoint.pt").write_bytes(b"")
     (tmp_path / "bad.json").write_text(json.dumps([{"src": "a", "dst": ["b", "c"], "true_ind": "0"}]))
     with pytest.raises(SystemExit) as refused:
@@ -154,20 +162,135 @@ def test_paths_and_names_are_checked_before_the_first_system_is_translated(
     assert f"error: {message.format(tmp=tmp_path)}" in capsys.readouterr().err
 
 
-def test_a_failed_step_points_at_a_log_that_is_kept(monkeypatch, tmp_path, capsys):
+def test_a_failed_step_points_at_a_log_that_is_kept(monkeypatch, tmp_path, data_bin, sentence_checkpoint):
     """Without --workdir, the outputs go to a temporary folder; it was deleted before the error
     that named the failed fairseq-generate's log in it was printed."""
-    import subprocess
-
     def fairseq_generate(command, **kwargs):
         return subprocess.CompletedProcess(command, 1, stdout="", stderr="Traceback ...\nRuntimeError: boom\n")
 
     monkeypatch.setattr(compare_systems.subprocess, "run", fairseq_generate)
     monkeypatch.setattr(compare_systems.tempfile, "tempdir", str(tmp_path))  # the kept folder goes here
-    (tmp_path / "checkpoint.pt").write_bytes(b"")
-    (tmp_path / "test.docids").write_text("d1\nd1\n")
     with pytest.raises(SystemExit) as failed:
-        compare_systems.main(["--data", str(tmp_path), "--system", f"a={tmp_path}/checkpoint.pt",
-                              "--docids", str(tmp_path / "test.docids"), "--cpu"])
+        compare_systems.main(["--data", str(data_bin), "--system", f"a={sentence_checkpoint}", "--cpu"])
     log = re.search(r"its log: (\S+)\)", str(failed.value.code))[1]
     assert log.startswith(f"{tmp_path}/compare_systems-") and "RuntimeError: boom" in open(log).read()
+
+
+@pytest.fixture(scope="module")
+def chosen_context_checkpoints(data_bin, tmp_path_factory):
+    """Associated memories whose data chooses their context sentences, untrained: (random, next)."""
+    root = tmp_path_factory.mktemp("chosen_context")
+    for choice in ("random", "next"):
+        _, model, _, cfg = build(data_bin, *AMN, "--context-choice", choice)
+        save_checkpoint(model, cfg, root / f"{choice}.pt")
+    return root / "random.pt", root / "next.pt"
+
+
+@pytest.fixture(scope="module")
+def what_a_user_sees(data_bin, chosen_context_checkpoints, tmp_path_factory):
+    """The lines each situation of ``test_what_a_new_user_hits`` prints (a function of the situation,
+    each run once), paths relative to its folder:
+
+    - "refused": the command line refused while parsed (stderr), ``arguments`` added;
+    - "one document": random context (r) on a split of one document (stdout, then the error);
+    - "run": r and n (--context-choice next) compared with contrastive items and --lengths 3,
+      n's checkpoint gone when its document is measured, its last step (stdout, then the error);
+    - "run json": that run's --json: whether complete, its error's first line, each system's figures
+      (the names of those it holds)."""
+    root = tmp_path_factory.mktemp("what_a_user_sees")
+    random_checkpoint, next_checkpoint = chosen_context_checkpoints
+    shutil.copy(next_checkpoint, root / "next.pt")  # removed by the run
+    one_document = root / "one-document"
+    one_document.mkdir()
+    for path in data_bin.iterdir():
+        (one_document / path.name).symlink_to(path)
+    sentences = len((data_bin / "test.en-de.docids").read_text().split())
+    (one_document / "test.en-de.docids").unlink()
+    (one_document / "test.en-de.docids").write_text("talk\n" * sentences)
+    write_items(root / "items.json")
+    seen = {}
+
+    def in_process(arguments, checkpoint_gone=None):
+        measure = compare_systems.measure_in_subprocess
+
+        def measure_after_removing(args, name, path, length, workdir):
+            if name == checkpoint_gone:
+                Path(path).unlink()
+            return measure(args, name, path, length, workdir)
+
+        printed = io.StringIO()
+        with pytest.MonkeyPatch.context() as patch, redirect_stdout(printed), pytest.raises(SystemExit) as stopped:
+            patch.chdir(root)
+            patch.setattr(compare_systems, "measure_in_subprocess", measure_after_removing)
+            compare_systems.main(arguments)
+        return printed.getvalue().splitlines() + str(stopped.value.code).splitlines()
+
+    def lines(situation, arguments):
+        if situation == "refused":
+            done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system",
+                                   f"r={random_checkpoint}", *arguments], capture_output=True, text=True)
+            assert done.returncode == 2
+            return done.stderr.splitlines()
+        if situation == "one document" and situation not in seen:
+            seen[situation] = in_process(["--data", "one-document", "--system", f"r={random_checkpoint}", "--cpu"])
+        if situation.startswith("run") and situation not in seen:
+            seen["run"] = in_process([
+                "--data", str(data_bin), "--system", f"r={random_checkpoint}", "--system", "n=next.pt",
+                "--beam", "2", "--max-tokens", "200", "--generate-args", "--max-len-b 10",
+                "--contrastive", "voita", "items.json", "--lengths", "3", "--cpu", "--workdir", "work",
+                "--json", "results.json",
+            ], checkpoint_gone="n")
+            saved = json.loads((root / "results.json").read_text())
+            seen["run json"] = [f"complete: {saved['complete']}", f"error: {saved['error'].splitlines()[0]}"] + [
+                f"{name}: {' '.join(sorted(key for key, figure in figures.items() if figure not in (None, {})))}"
+                for name, figures in saved["systems"].items()
+            ]
+        return seen[situation]
+
+    return lines
+
+
+BLEU, FIGURE, BITS = r"\s+\d+\.\d\d", r"\s+\d+\.\d", r"\s+-?\d+\.\d{4}"  # cells of the table
+LENGTHS_REFUSED = ("compare_systems.py: error: argument --lengths: {!r}: give numbers of sentences (1 or more, each "
+                   "once) separated by commas, e.g. 10,100,1000")
+
+
+@pytest.mark.parametrize("situation, arguments, line", [
+    *[("refused", ["--lengths", lengths], re.escape(LENGTHS_REFUSED.format(lengths)))
+      for lengths in ("", ",", "10,,100", "100,10,100", "0")],
+    ("refused", ["--beam", "0"], re.escape("compare_systems.py: error: argument --beam: '0': give a whole number, "
+                                           "1 or more")),
+    ("one document", [], re.escape(
+        "error: r: --context-choice random reads sentences of the split's other documents, but the split 'test' "
+        "(one-document/test.en-de.docids) has one document, 'talk': give the split several documents (one document "
+        "id per sentence line), or use --context-choice previous or next")),
+    ("run", [], "r" + BLEU + BLEU + r"\s+n/a\s+n/a" + FIGURE + FIGURE + FIGURE),
+    ("run", [], re.escape(
+        "r: no CXMI on the split: it reads random sentences of other documents (--context-choice random), and would "
+        "read them still without its context: in the split's copy without context every other sentence is another "
+        "document")),
+    ("run", [], "n" + BLEU + BLEU + BITS + r"\s+n/a" + FIGURE + r"\s+-\s+-"),
+    ("run", [], re.escape(
+        "n: no contrastive scores: it reads the next sentences of its document (--context-choice next), which a "
+        "contrastive item does not have")),
+    ("run", [], re.escape("stopped by the error below: '-' was not measured; every figure above is in results.json")),
+    ("run", [], re.escape("error: n: measuring a 3-sentence document failed (its log: work/measure-n-3.log):")),
+    ("run json", [], "complete: False"),
+    ("run json", [], re.escape("error: n: measuring a 3-sentence document failed (its log: work/measure-n-3.log):")),
+    ("run json", [], "r: checkpoint d_bleu documents generate_output long_documents not_measured s_bleu sentences "
+                     "sentences_per_second signature"),
+    ("run json", [], "n: checkpoint cxmi d_bleu documents generate_output not_measured s_bleu sentences "
+                     "sentences_per_second signature"),
+], ids=["lengths-empty", "lengths-comma", "lengths-gap", "lengths-twice", "lengths-0", "beam-0", "random-one-document",
+        "random-measured", "random-no-cxmi", "next-no-contrastive", "next-why", "partial-table", "partial-error",
+        "partial-json-incomplete", "partial-json-error", "partial-json-random", "partial-json-next"])
+def test_what_a_new_user_hits(what_a_user_sees, situation, arguments, line):
+    """Issue 34's first item, the lines a user sees. An empty --lengths was accepted and failed in
+    the table at the end (IndexError); the random-context model failed its documents' measurement
+    on the warm-up document ("the split 'warm-up' has one document"), and the next-context model
+    the contrastive items, unnamed, after every system was measured; a step that failed lost the
+    figures measured before it. Now: bad values refused while parsed; what these models cannot be
+    measured on n/a with the reason, the rest measured (the random model's documents draw their
+    context from the split); a failure prints the table so far and keeps it in --json."""
+    lines = what_a_user_sees(situation, arguments)
+    assert any(re.fullmatch(line, printed) for printed in lines), "\n".join(lines)
