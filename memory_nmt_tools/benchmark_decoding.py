@@ -59,7 +59,8 @@ from memory_nmt.pipeline.data import DocumentDataset
 from memory_nmt.pipeline.planners import DocumentLanes, EpochRequest
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.task import DocumentTranslationConfig, DocumentTranslationTask
-from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel
+from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryOptions, RecurrentMemoryTransformerModel
+from memory_nmt_tools.benchmark_options import as_declared, at_least, comma_separated, refuse_missing_cuda
 
 DEFAULT_DIMS = {  # embed_dim, ffn_dim, heads, layers (each side)
     "cpu": (256, 1024, 4, 3),
@@ -71,29 +72,33 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--fp16", action="store_true", help="half precision (cuda only)")
-    parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--batch-documents", type=int, default=32)
-    parser.add_argument("--documents", type=int, default=64)
-    parser.add_argument("--sentences", type=int, default=8, help="sentences per document")
-    parser.add_argument("--lengths", default="10,100,1000", help="long-document lengths")
-    parser.add_argument("--embed-dim", type=int)
-    parser.add_argument("--ffn-dim", type=int)
-    parser.add_argument("--heads", type=int)
-    parser.add_argument("--layers", type=int, help="encoder layers = decoder layers")
-    parser.add_argument("--memory-size", type=int, default=16)
-    parser.add_argument("--output-length", type=int,
+    parser.add_argument("--beam", type=at_least(1), default=5)
+    parser.add_argument("--batch-documents", type=at_least(1), default=32)
+    parser.add_argument("--documents", type=at_least(1), default=64)
+    parser.add_argument("--sentences", type=at_least(1), default=8, help="sentences per document")
+    parser.add_argument("--lengths", type=comma_separated(at_least(1)), default="10,100,1000",
+                        help="long-document lengths")
+    parser.add_argument("--embed-dim", type=at_least(1))
+    parser.add_argument("--ffn-dim", type=at_least(1))
+    parser.add_argument("--heads", type=at_least(1))
+    parser.add_argument("--layers", type=at_least(1), help="encoder layers = decoder layers")
+    parser.add_argument("--memory-size", type=as_declared(RecurrentMemoryOptions, "memory_size"), default=16)
+    parser.add_argument("--output-length", type=at_least(1),
                         help="tokens every translation is forced to (default: the longest reference, 8)")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=at_least(1), default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--measure-peak", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    refuse_missing_cuda(parser, args.device)
     if args.fp16 and args.device != "cuda":
         parser.error("--fp16 needs --device cuda")
     for name, default in zip(("embed_dim", "ffn_dim", "heads", "layers"), DEFAULT_DIMS[args.device]):
         if getattr(args, name) is None:
             setattr(args, name, default)
-    args.lengths = [int(n) for n in args.lengths.split(",")]
+    if args.embed_dim % args.heads:
+        parser.error(f"--embed-dim {args.embed_dim} and --heads {args.heads}: each head takes an equal share "
+                     "of the embedding; give an --embed-dim that --heads divides")
     return args
 
 

@@ -7,9 +7,11 @@ batches of similar-length sentences), the systems on the plugin's ``document_tra
 each in the batches it trains on (``memory_nmt/pipeline/system.py``'s training units): the memory
 model on documents in lanes that refill (--optimization-window steps per update, --lane-rows),
 the concatenation model (2-to-1) and the associated memory on sentences with their context, the
-local+global model on whole chunks of 20 sentences (--systems picks these three). A row of the
-plain transformer on the memory model's lanes (each sentence alone, ``--training-batches lanes``)
-tells the cost of the lanes from the cost of the memory. After --warmup updates each, --updates
+local+global model on whole chunks of 20 sentences (--systems picks these three; one whose batches
+cannot be made at --max-tokens, such as a chunk of 20 long sentences, is printed as not measured,
+with the task's reason, and the others are measured). A row of the plain transformer on the
+memory model's lanes (each sentence alone, ``--training-batches lanes``) tells the cost of the
+lanes from the cost of the memory. After --warmup updates each, --updates
 updates of each are timed in --repeats alternating rounds (A B C A B C ...), each model going on
 through its epochs. Printed side by side, per model:
 
@@ -76,12 +78,15 @@ from fairseq_cli import preprocess
 from memory_nmt.benchmarks.arithmetic import ArithmeticCounter
 from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak
 from memory_nmt.evaluation.synthetic import generate_documents, write_documents
-from memory_nmt.pipeline.data import parse_window
+from memory_nmt.pipeline.data import DocumentDataError, parse_window
+from memory_nmt.pipeline.errors import InputError
+from memory_nmt.pipeline.option_ranges import refusing_unreadable
 from memory_nmt.pipeline.samples import passes_in, read_sample
-from memory_nmt.pipeline.task import DEFAULT_WINDOW, LANE_ROWS
+from memory_nmt.pipeline.task import DEFAULT_WINDOW, LANE_ROWS, DocumentTranslationConfig
 from memory_nmt.pipeline.truncation import (
     DEFAULT_ACROSS_WINDOWS, WINDOW, drop_cuts_every_gradient, parse_gradient_reach,
 )
+from memory_nmt_tools.benchmark_options import as_declared, at_least, comma_separated, refuse_missing_cuda
 from memory_nmt_tools.paths import check_paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,6 +113,7 @@ OTHER_SYSTEMS = {  # name: (row label, fairseq-train options), each in its own t
                                                    "--criterion", "document_label_smoothed_cross_entropy",
                                                    "--chunk-sentences", "20"]),
 }
+COMPARED_WITH = ("plain", "plain_documents", "memory")  # the rows every ratio and target is over
 REGIONS = (  # named by fairseq's trainer and task, and by the plugin's criterion
     "forward", "sentence context", "carry out", "gradient to the previous sentence", "backward",
     "multiply-grads", "clip-grads", "optimizer",
@@ -155,15 +161,16 @@ def parse_args(argv=None):
     precision.add_argument("--fp16", action="store_true", help="fairseq's --fp16 (cuda only)")
     precision.add_argument("--bf16", action="store_true", help="fairseq's --bf16 (cuda only)")
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
-    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--max-tokens", type=at_least(1), default=512)
     parser.add_argument("--optimization-window", default=DEFAULT_WINDOW,
                         help="the document task's steps per update (default: %(default)s, the task's)")
-    parser.add_argument("--passes-per-step", type=int, default=1, help="the document task's forward "
-                        "passes per sentence step (see memory_nmt/pipeline/refilled_lanes.py)")
+    parser.add_argument("--passes-per-step", type=as_declared(DocumentTranslationConfig, "passes_per_step"),
+                        default=1, help="the document task's forward passes per sentence step (see "
+                        "memory_nmt/pipeline/refilled_lanes.py)")
     parser.add_argument("--lane-rows", choices=LANE_ROWS, default="packed",
                         help="the document task's rows in lanes (default: %(default)s)")
     parser.add_argument("--gradient-reaches", default="window,1,0",
-                        type=lambda text: [parse_gradient_reach(k) for k in text.split(",")],
+                        type=comma_separated(refusing_unreadable(parse_gradient_reach)),
                         help="the memory model's --gradient-reach values to train with (comma-separated, "
                         "the first is the one the ratios are for; 0, no gradient to earlier sentences, "
                         "tells what reading and writing the memory cost from what the gradient costs)")
@@ -173,10 +180,10 @@ def parse_args(argv=None):
                         f"its own batches (comma-separated, of {', '.join(OTHER_SYSTEMS)}; '' for none)")
     parser.add_argument("--data", help="binarized documents to train on (a fairseq-preprocess "
                         "directory with train.SRC-TGT.docids) instead of synthetic ones")
-    parser.add_argument("--documents", type=int, default=1000, help="synthetic training documents")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed updates of each model first")
-    parser.add_argument("--updates", type=int, default=20, help="timed updates of each model per round")
-    parser.add_argument("--repeats", type=int, default=3, help="alternating timed rounds")
+    parser.add_argument("--documents", type=at_least(1), default=1000, help="synthetic training documents")
+    parser.add_argument("--warmup", type=at_least(0), default=10, help="untimed updates of each model first")
+    parser.add_argument("--updates", type=at_least(1), default=20, help="timed updates of each model per round")
+    parser.add_argument("--repeats", type=at_least(1), default=3, help="alternating timed rounds")
     parser.add_argument("--profile", action="store_true", help="also profile both models")
     parser.add_argument("--workdir", default=os.path.join(ROOT, "runs", "benchmark_training"),
                         help="where the synthetic documents are binarized, created if missing (default: %(default)s)")
@@ -184,8 +191,13 @@ def parse_args(argv=None):
     parser.add_argument("--measure-peak", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    refuse_missing_cuda(parser, args.device)
     if (args.fp16 or args.bf16) and args.device != "cuda":
         parser.error("--fp16 and --bf16 need --device cuda")
+    try:
+        parse_window(args.optimization_window)
+    except DocumentDataError as error:
+        parser.error(str(error))
     unknown = [name for name in args.systems if name not in OTHER_SYSTEMS]
     if unknown:
         parser.error(f"--systems {','.join(args.systems)}: {unknown[0]} is none of {', '.join(OTHER_SYSTEMS)}")
@@ -241,20 +253,25 @@ def trainer_of(system, data, args) -> Trainer:
 
 
 class Batches:
-    """A trainer's training batches, epoch after epoch, with what each holds."""
+    """A trainer's training batches, epoch after epoch, with what each holds. The first epoch is
+    planned at once: batches that cannot be made (a chunk wider than --max-tokens) are refused
+    here, with the task's ``InputError``, before anything is timed."""
 
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
         self.epoch = 0
-        self.iterator = iter(())
+        self.iterator = self.next_epoch()
+
+    def next_epoch(self):
+        self.epoch += 1
+        epoch_itr = self.trainer.get_train_iterator(self.epoch)
+        self.trainer.begin_epoch(self.epoch)
+        return epoch_itr.next_epoch_itr(shuffle=True)
 
     def __next__(self):
         sample = next(self.iterator, None)
         if sample is None:
-            self.epoch += 1
-            epoch_itr = self.trainer.get_train_iterator(self.epoch)
-            self.trainer.begin_epoch(self.epoch)
-            self.iterator = epoch_itr.next_epoch_itr(shuffle=True)
+            self.iterator = self.next_epoch()
             sample = next(self.iterator)
         return sample
 
@@ -373,6 +390,24 @@ def profile(system, trainer, batches, args):
     print(profiler.key_averages().table(sort_by=sort, row_limit=12))
 
 
+def trainers_and_batches(systems, data, args):
+    """The trainer and the batches of each of ``systems`` that can train at --max-tokens, by name,
+    and why each other one cannot (the task's message); a row of COMPARED_WITH that cannot stops
+    the run with it."""
+    trainers, batches, unmeasured = {}, {}, {}
+    for system in systems:
+        trainer = trainer_of(system, data, args)
+        try:
+            batches[system] = Batches(trainer)
+        except InputError as error:
+            if system in COMPARED_WITH:
+                raise
+            unmeasured[system] = str(error)
+        else:
+            trainers[system] = trainer
+    return trainers, batches, unmeasured
+
+
 def main(argv=None):
     args = parse_args(argv)
     logging.getLogger().setLevel(logging.WARNING)  # fairseq's INFO lines would bury the table
@@ -380,16 +415,15 @@ def main(argv=None):
     if args.measure_peak:
         return measure_peak(args)
     systems = systems_of(args)
-    trainers = {system: trainer_of(system, data, args) for system in systems}
-    batches = {system: Batches(trainer) for system, trainer in trainers.items()}
+    trainers, batches, unmeasured = trainers_and_batches(systems, data, args)
     for system, trainer in trainers.items():
         train_updates(trainer, batches[system], args.warmup, args.device)
-    seconds = dict.fromkeys(systems, 0.0)
-    totals = {system: {} for system in systems}
+    seconds = dict.fromkeys(trainers, 0.0)
+    totals = {system: {} for system in trainers}
     for _ in range(args.repeats):
         for system, trainer in trainers.items():
             seconds[system] += train_updates(trainer, batches[system], args.updates, args.device, totals[system])
-    peaks = {system: peak_in_subprocess(args, system) for system in systems}
+    peaks = {system: peak_in_subprocess(args, system) for system in trainers}
     flops = {system: flops_per_target_token(trainer, batches[system], args) for system, trainer in trainers.items()}
     forward = forward_flops_per_target_token(trainers["plain"], batches["plain"], args)
 
@@ -413,8 +447,12 @@ def main(argv=None):
     header = ("model", "tgt tok/s", "x plain", "real tok/pass", "padding", "passes/upd", "peak MiB", "x plain",
               "MFLOP/tgt tok", "x arith", "ceiling", "of ceiling")
     print(f"  {header[0]:<32}" + "".join(f"{h:>14}" for h in header[1:]))
-    rate = {system: totals[system]["target"] / seconds[system] for system in systems}
+    rate = {system: totals[system]["target"] / seconds[system] for system in trainers}
     for system, (label, _) in systems.items():
+        if system in unmeasured:
+            print(f"  {label:<32}  not measured at --max-tokens {args.max_tokens}: {unmeasured[system]}; give it "
+                  f"a larger --max-tokens in a run of its own (--systems {system})")
+            continue
         t = totals[system]
         speed, arithmetic = rate[system] / rate["plain"], flops[system] / flops["plain"]
         row = (f"{rate[system]:.0f}", f"{speed:.3f}", f"{t['real'] / t['passes']:.0f}",
@@ -428,11 +466,11 @@ def main(argv=None):
           f"(target <= 0.08), peak memory {peaks['memory'] / peaks['plain']:.3f}")
     print(f"  the transformer in the memory model's batches/plain: tokens/s "
           f"{rate['plain_documents'] / rate['plain']:.3f} (target >= 0.93)")
-    for system in args.systems:
+    for system in (name for name in args.systems if name in trainers):
         speed, arithmetic = rate[system] / rate["plain"], flops[system] / flops["plain"]
         print(f"  {systems[system][0]}/plain: tokens/s {speed:.3f}, arithmetic {arithmetic:.2f}, so "
               f"{speed * arithmetic:.3f} of the speed its arithmetic allows")
-    print("\n" + decomposition(flops, forward, systems))
+    print("\n" + decomposition(flops, forward, {system: systems[system] for system in trainers}))
     if args.profile:
         for system, trainer in trainers.items():
             profile(system, trainer, batches[system], args)

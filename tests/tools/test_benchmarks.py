@@ -1,10 +1,51 @@
 """Both benchmark scripts end to end, on tiny models and few updates: they run every model they
-compare in its own batches and print a row for each with the ratios the README quotes."""
+compare in its own batches and print a row for each with the ratios the README quotes; a value
+they cannot use is refused on one line while the command line is parsed, and a system whose
+batches do not fit --max-tokens is reported as not measured beside the rows that are."""
+import logging
 import re
 import subprocess
 import sys
 
+import pytest
+import torch
 from conftest import REPO
+
+from memory_nmt.benchmarks.peak_memory import MiB
+from memory_nmt_tools import benchmark_decoding, benchmark_training
+
+BENCHMARKS = {"benchmark_decoding.py": benchmark_decoding, "benchmark_training.py": benchmark_training}
+REFUSED = [  # script, arguments, the line it ends with after "SCRIPT: error: "
+    ("benchmark_decoding.py", ["--beam", "0"], "argument --beam: 0: give 1 or more"),
+    ("benchmark_decoding.py", ["--documents", "0"], "argument --documents: 0: give 1 or more"),
+    ("benchmark_decoding.py", ["--sentences", "0"], "argument --sentences: 0: give 1 or more"),
+    ("benchmark_decoding.py", ["--lengths", "10,0"], "argument --lengths: 0: give 1 or more"),
+    ("benchmark_decoding.py", ["--lengths", "10,,100"],
+     "argument --lengths: '10,,100': give comma-separated values, none of them empty"),
+    ("benchmark_decoding.py", ["--repeats", "0"], "argument --repeats: 0: give 1 or more"),
+    ("benchmark_decoding.py", ["--device", "cuda"], "--device cuda: torch finds no CUDA device here; give --device cpu"),
+    ("benchmark_decoding.py", ["--embed-dim", "30", "--heads", "4"], "--embed-dim 30 and --heads 4: each head "
+     "takes an equal share of the embedding; give an --embed-dim that --heads divides"),
+    ("benchmark_decoding.py", ["--heads", "3"], "--embed-dim 256 and --heads 3: each head takes an equal share "
+     "of the embedding; give an --embed-dim that --heads divides"),
+    ("benchmark_decoding.py", ["--batch-documents", "0"], "argument --batch-documents: 0: give 1 or more"),
+    ("benchmark_decoding.py", ["--layers", "0"], "argument --layers: 0: give 1 or more"),
+    ("benchmark_decoding.py", ["--output-length", "0"], "argument --output-length: 0: give 1 or more"),
+    ("benchmark_decoding.py", ["--memory-size", "5000"], "argument --memory-size: 5000: give 1 to 4096"),
+    ("benchmark_training.py", ["--updates", "0"], "argument --updates: 0: give 1 or more"),
+    ("benchmark_training.py", ["--repeats", "0"], "argument --repeats: 0: give 1 or more"),
+    ("benchmark_training.py", ["--documents", "0"], "argument --documents: 0: give 1 or more"),
+    ("benchmark_training.py", ["--max-tokens", "0"], "argument --max-tokens: 0: give 1 or more"),
+    ("benchmark_training.py", ["--warmup", "-1"], "argument --warmup: -1: give 0 or more"),
+    ("benchmark_training.py", ["--size", "huge"],
+     "argument --size: invalid choice: 'huge' (choose from 'base', 'medium', 'small')"),
+    ("benchmark_training.py", ["--passes-per-step", "0"], "argument --passes-per-step: 0: give 1 or more"),
+    ("benchmark_training.py", ["--optimization-window", "5-2"], "--optimization-window '5-2': give 'full', "
+     "a number of sentence steps such as 4, or a range such as 1-8"),
+    ("benchmark_training.py", ["--gradient-reaches", "window,junk"],
+     "argument --gradient-reaches: junk: give 'window' or a number of sentences (0 or more)"),
+    ("benchmark_training.py", ["--device", "cuda"], "--device cuda: torch finds no CUDA device here; give --device cpu"),
+]
 
 
 def run_script(name, *arguments):
@@ -49,3 +90,39 @@ def test_decoding_benchmark_compares_the_same_hypotheses():
     assert "identical hypotheses: yes" in table
     assert re.search(r"ratio memory/plain [\d.]+ \(target >= 0.95\)", table)
     assert re.search(r"^\s+10\s+[\d.]+\s+1\.000", table, re.M)
+
+
+@pytest.mark.parametrize("script, arguments, message", REFUSED)
+def test_benchmarks_refuse_what_they_cannot_use_on_one_line(script, arguments, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [str(REPO / "scripts" / script)])  # argparse names the script by it
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    workdir = ["--workdir", str(tmp_path)] if script == "benchmark_training.py" else []  # were it accepted
+    with pytest.raises(SystemExit) as refused:
+        BENCHMARKS[script].parse_args(arguments + workdir)
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"{script}: error: {message}"
+
+
+def test_training_benchmark_measures_the_other_rows_when_a_chunk_does_not_fit(data_bin, request, monkeypatch, capsys):
+    request.addfinalizer(lambda level=logging.getLogger().level: logging.getLogger().setLevel(level))  # main sets it
+    peaks_of = []
+
+    def peak_in_subprocess(args, system):  # a fresh process per row would cost more than the rows
+        peaks_of.append(system)
+        return MiB
+
+    monkeypatch.setattr(benchmark_training, "peak_in_subprocess", peak_in_subprocess)
+    benchmark_training.main([
+        "--data", str(data_bin), "--max-tokens", "30", "--warmup", "0", "--updates", "1", "--repeats", "1",
+        "--gradient-reaches", "0", "--systems", "local_global",
+    ])
+    table, decomposition = capsys.readouterr().out.split("arithmetic per target token in F = ")
+    rows = {label: cells.split() for label, cells in re.findall(r"^  (\S.*?\S)  +(\d.*)$", table, re.M)}
+    assert set(rows) == {"transformer", "transformer, document batches", "memory, reach 0"}
+    assert all(len(cells) == 11 for cells in rows.values())
+    assert re.search(r"^  local\+global, chunks of 20 +not measured at --max-tokens 30: the chunk of \d+ sentences "
+                     r"from .* does not fit one batch .*; give it a larger --max-tokens in a run of its own "
+                     r"\(--systems local_global\)$", table, re.M)
+    assert peaks_of == ["plain", "plain_documents", "memory"], "no process for the row not measured"
+    assert "local+global, chunks of 20/plain" not in table
+    assert "memory, reach 0" in decomposition.splitlines()[1]
