@@ -22,6 +22,7 @@ setup(
             "memory-nmt-compare-systems = memory_nmt_tools.compare_systems:main",
             "memory-nmt-benchmark-training = memory_nmt_tools.benchmark_training:main",
             "memory-nmt-benchmark-decoding = memory_nmt_tools.benchmark_decoding:main",
+            "memory-nmt-system-options = memory_nmt_tools.system_options:main",
         ],
     },
     python_requires=">=3.8",

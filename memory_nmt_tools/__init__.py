@@ -4,10 +4,12 @@ The everyday commands are modules with ``main(argv=None)``, installed as console
 (``setup.py``: ``memory-nmt-prepare-documents`` ...) and run by the thin ``scripts/<name>.py``:
 ``prepare_documents`` (raw documents to fairseq-preprocess input and a document index),
 ``document_bleu`` (s-BLEU and d-BLEU of fairseq-generate output), ``contrastive_eval``,
-``compare_systems``, ``benchmark_training`` and ``benchmark_decoding``. Beside them is what they,
+``compare_systems``, ``benchmark_training``, ``benchmark_decoding`` and ``system_options`` (the
+options of an ``--arch``, which fairseq-train's ``--help`` leaves out). Beside them is what they,
 the quickstart and the paper's analyses (``examples/learn_to_remember/``) share: reading text
 files strictly (``text_files.py``) and fairseq-generate output (``generate_texts.py``), checking
-a command's paths before it starts (``paths.py``), running fairseq's commands as logged,
+a command's paths before it starts (``paths.py``) and the benchmarks' options as they are parsed
+(``benchmark_options.py``), running fairseq's commands as logged,
 resumable steps (``experiments.py``), and measuring how much of its context a checkpoint uses
 (CXMI, ``context_usage.py``, which ``compare_systems`` reports).
 

@@ -78,6 +78,13 @@ class ContrastiveItem:
                 f"{self.where}: an item needs at least two candidates and a correct one among "
                 f"them (got {len(self.candidates)} candidates, correct index {self.correct})"
             )
+        same = [index for index, candidate in enumerate(self.candidates)
+                if index != self.correct and candidate == self.candidates[self.correct]]
+        if same:
+            raise ContrastiveDataError(
+                f"{self.where}: candidate {same[0]} is the correct candidate ({self.correct}) again, so the item "
+                "could never be scored right; every other candidate must differ from the correct one"
+            )
 
     def mapped(self, source: Callable[[str], str], target: Callable[[str], str]) -> "ContrastiveItem":
         """The item with ``source`` applied to every source sentence and ``target`` to every
@@ -218,8 +225,9 @@ def read_voita_json(path, separator: str = VOITA_SEPARATOR) -> List[ContrastiveI
     items = []
     for number, entry in enumerate(entries):
         where = f"{path}: entry {number}"
-        if not isinstance(entry, dict) or not {"src", "dst"} <= entry.keys():
-            raise ContrastiveDataError(f"{where} lacks 'src' or 'dst'; is this a consistency set json?")
+        if not isinstance(entry, dict) or not {"src", "dst", "true_ind"} <= entry.keys():
+            raise ContrastiveDataError(f"{where}: lacks 'src', 'dst' or 'true_ind' (the index of the correct "
+                                       "candidate); is this a consistency set json?")
         _check_voita_fields(entry, where)
         *context_source, current = entry["src"].split(separator)
         split = [candidate.split(separator) for candidate in entry["dst"]]
@@ -230,7 +238,7 @@ def read_voita_json(path, separator: str = VOITA_SEPARATOR) -> List[ContrastiveI
             )
         items.append(ContrastiveItem(
             context_source, split[0][:-1], current, [c[-1] for c in split],
-            correct=entry.get("true_ind", 0), where=where, distance=entry.get("ctx_dist"),
+            correct=entry["true_ind"], where=where, distance=entry.get("ctx_dist"),
         ))
     return items
 
@@ -250,7 +258,7 @@ def _check_voita_fields(entry: dict, where: str):
         raise wrong("dst", "a list of candidate strings")
     for field in ("true_ind", "ctx_dist"):
         value = entry.get(field)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        if (value is not None or field == "true_ind") and (isinstance(value, bool) or not isinstance(value, int)):
             raise wrong(field, "a whole number")
 
 

@@ -58,6 +58,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
+    label_smoothing: float = field(  # fairseq's option, with the range it takes
+        default=0.0,
+        metadata={"help": "label smoothing's epsilon: the share of each target's probability spread over "
+                          "the vocabulary (0: none)", "range": Range(0, 1)},
+    )
+    ignore_prefix_size: int = field(  # fairseq's option, with the range it takes
+        default=0,
+        metadata={"help": "target tokens at the start of each sentence left out of the loss", "range": Range(0)},
+    )
     gradient_reach: str = field(
         default=WINDOW,
         metadata={
@@ -111,7 +120,8 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                 "document_translation, whose batches are sentence steps of documents; with "
                 "another task use --criterion label_smoothed_cross_entropy"
             )
-        check_ranges(SimpleNamespace(gradient_reach=gradient_reach, max_graph_tokens=max_graph_tokens),
+        check_ranges(SimpleNamespace(label_smoothing=label_smoothing, ignore_prefix_size=ignore_prefix_size,
+                                     gradient_reach=gradient_reach, max_graph_tokens=max_graph_tokens),
                      DocumentLabelSmoothedCrossEntropyConfig)
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         self.carries = CarryStore()

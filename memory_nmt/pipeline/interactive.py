@@ -5,13 +5,14 @@ asks the task to encode the lines, to build a dataset and an iterator over it, t
 ``inference_step`` batch by batch with only the source tokens, and prints one result per line.
 ``InteractiveSession`` follows the documents across buffers: each non-empty line belongs to the
 open document (a lane) or starts a new one; an empty line closes the open document and gets an
-empty translation, so the output stays aligned with the input. Within a buffer, batch r holds
-the r-th line of each document in it (documents in several buffers carry their context over);
-the empty lines come last, in a batch of their own. As fairseq-interactive passes only the
-source tokens to ``inference_step``, the session queues each batch's lanes (and chunk inputs) as
-the collater makes it, and the task takes them back, in order, for the generator. ``--max-tokens`` bounds a
-batch's current lines; the context a system prepends to them (``system.py``) comes on top. A line
-longer than the model's source positions is refused with its line number, as in a split.
+empty translation, so the output stays aligned with the input. Within a buffer, batch r holds the
+r-th line of each document in it (documents in several buffers carry their context over); the
+empty lines come last, in a batch of their own. A line that is not valid UTF-8 is refused with its
+place, as a split's files are. As fairseq-interactive passes only the source tokens to
+``inference_step``, the session queues each batch's lanes (and chunk inputs) as the collater makes
+it, and the task takes them back, in order, for the generator. ``--max-tokens`` bounds a batch's
+current lines; the context a system prepends to them (``system.py``) comes on top. A line longer
+than the model's source positions is refused with its line number, as in a split.
 
 A system that reads a whole chunk's source before translating its first sentence (``chunks.py``)
 gets its chunks from the buffers: a chunk ends after ``chunk_sentences`` lines of its document, and
@@ -39,8 +40,10 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Placement:
     lane: Optional[int]  # None: an empty line, the end of a document
-    continues: bool  # the line goes on with a document begun on an earlier line
-    line: int  # its number in the session's input, from 1
+    continues: bool  # the line goes on with the lane's sentences on earlier lines
+    line: int  # its number in the input, from 1
+    document: int  # the number of its document in the input (the one it ends, for an empty line), from 1
+    sentence: int  # its number in its document, from 1 (0 for an empty line)
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,9 @@ class BatchLanes:
 
 
 class InteractiveSession:
-    """Documents of one fairseq-interactive run, line by line across buffers."""
+    """Documents of one fairseq-interactive run, line by line across buffers. The hub places each
+    call's documents as an input of its own (``begin_input``): its lanes go on, its numbering of
+    lines, documents and sentences starts again."""
 
     def __init__(self):
         self.next_lane = 0
@@ -62,9 +67,23 @@ class InteractiveSession:
         self.closed_lanes: List[int] = []  # documents (chunks) that ended in this buffer
         self.finished_lanes: List[int] = []  # ... in earlier buffers: all their lines are translated
         self.pending = deque()
-        self.lines_placed = 0
         self.chunk_sentences: Optional[int] = None  # the model's, when it reads whole chunks
         self.chunks_cut_by_buffers = 0
+        self.input_is_lines = True  # fairseq-interactive's: a place is an input line; the hub's: a sentence
+        self.begin_input()
+
+    def begin_input(self, input_is_lines: bool = True):
+        """Number the lines to come from 1, and their documents."""
+        self.input_is_lines = input_is_lines
+        self.lines_placed = 0
+        self.documents_begun = 0
+        self.document_open = False
+        self.document_sentences = 0  # of the open document
+
+    def where(self, placement: Placement) -> str:
+        """A line's place in the input, as a user finds it."""
+        sentence = f"document {placement.document}, sentence {placement.sentence}"
+        return f"input line {placement.line} ({sentence})" if self.input_is_lines else sentence
 
     def place(self, lines: List[str]) -> List[Placement]:
         """Each line's lane, in the order given (one buffer of fairseq-interactive's)."""
@@ -80,15 +99,21 @@ class InteractiveSession:
             self.lines_placed += 1
             if not line.strip():
                 self._close_open_lane()
-                placements.append(Placement(None, False, self.lines_placed))
+                placements.append(Placement(None, False, self.lines_placed, max(self.documents_begun, 1), 0))
+                self.document_open = False
                 continue
+            if not self.document_open:
+                self.document_open, self.documents_begun, self.document_sentences = True, self.documents_begun + 1, 0
+            self.document_sentences += 1
             if self.open_lane is not None and self.open_lines == self.chunk_sentences:
                 self._close_open_lane()  # the chunk is full: the document goes on in a new one
             continues = self.open_lane is not None
             if not continues:
                 self.open_lane, self.next_lane, self.open_lines = self.next_lane, self.next_lane + 1, 0
             self.open_lines += 1
-            placements.append(Placement(self.open_lane, continues, self.lines_placed))
+            placements.append(Placement(self.open_lane, continues, self.lines_placed, self.documents_begun,
+                                        self.document_sentences))
+            check_decoded(line, self.where(placements[-1]))
         return placements
 
     def _count_chunk_cut(self):
@@ -128,6 +153,17 @@ class InteractiveSession:
         return finished
 
 
+def check_decoded(line: str, where: str):
+    """Refuse a line that was not valid UTF-8: Python reads such bytes from a standard input as
+    lone surrogates (its ``surrogateescape``), which the dictionary would take as unknown words."""
+    for index, character in enumerate(line):
+        if "\udc80" <= character <= "\udcff":
+            raise DocumentDataError(
+                f"{where}: not valid UTF-8 (character {index + 1} of the line, byte "
+                f"0x{ord(character) - 0xDC00:02x}); give the input in UTF-8, e.g. convert it with iconv"
+            )
+
+
 class InteractiveLines(FairseqDataset):
     """One buffer of lines (``pairs``: fairseq's dataset of them) placed in documents."""
 
@@ -156,9 +192,8 @@ class InteractiveLines(FairseqDataset):
             size = int(self.pairs.src_sizes[index])
             if size > limit:
                 raise DocumentDataError(
-                    f"input line {placement.line} (document {placement.lane + 1} of this run) has "
-                    f"{size} tokens, more than the {limit} the model takes; shorten or split it, "
-                    "or raise --max-source-positions"
+                    f"{self.session.where(placement)} has {size} tokens, more than the {limit} the "
+                    "model takes; shorten or split it, or raise --max-source-positions"
                 )
 
     def batches(self, max_sentences: Optional[int], max_tokens: Optional[int]) -> List[List[int]]:

@@ -104,7 +104,11 @@ def check_ranges(values, config_class):
     left alone."""
     for name, allowed in ranges_of(config_class):
         value = getattr(values, name, None)
-        if value is not None and not allowed.holds(value):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise OptionError(f"{flag_of(name)} {value!r}: give a number, {allowed.describe()}")
+        if not allowed.holds(value):
             raise OptionError(f"{flag_of(name)} {value}: give {allowed.describe()}")
     for name, parse in parsers_of(config_class):
         value = getattr(values, name, None)

@@ -38,6 +38,7 @@ epoch's dealing. How a step's sentences go into rows is its row layout, one of:
   ``packs_rows``). A row is as long as the sentences it holds, not as the step's widest, so
   a long sentence no longer sets how many lanes the epoch has.
 """
+import logging
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -49,7 +50,11 @@ from .data import Document, DocumentDataset, SentenceStep, StepPosition
 from .packing import pack, padded_tokens
 from .planners import EpochItems, EpochRequest, PlannedEpoch, deal_to_shards, windows_of
 
+logger = logging.getLogger(__name__)
+
 Widths = Dict[Document, list]  # each document's sentences' widths, as its row layout counts them
+STARVED_LANES = 0.25  # a step with fewer than this share of the epoch's lanes trains on few sentences
+STARVED_STEPS = 0.25  # ... and more than this share of such steps is said in the log
 
 
 def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[List[int]]]:
@@ -201,8 +206,28 @@ class RefilledLanes:
                     step for group, streams in enumerate(fill_lanes(order, lanes))
                     for step in stream_steps(dataset.stream, group, streams, widths, layout)
                 ]
+                if shard == request.shard_id:
+                    warn_of_starved_steps(steps, lanes, order, request.epoch)
                 per_shard.append(windows_of_groups(steps, self.window))
         return EpochItems.planned(dataset, per_shard, request.shard_id, windows=True)
+
+
+def warn_of_starved_steps(steps: Sequence[SentenceStep], lanes: int, documents: Sequence[Document], epoch: int):
+    """Say in the log when many of an epoch's steps hold few lanes' sentences: a document much
+    longer than the others runs on alone once they have ended (a lane holds one document at a time,
+    and a document is never cut), each of its steps an update of a few sentences."""
+    starved = sum(len(step.lanes) < STARVED_LANES * lanes for step in steps)
+    if lanes < 2 or starved <= STARVED_STEPS * len(steps):
+        return
+    longest = max(documents, key=lambda document: document.length)
+    typical = sorted(document.length for document in documents)[len(documents) // 2]
+    logger.warning(
+        "training batches of epoch %d: %d of its %d sentence steps (%.0f%%) hold fewer than a quarter of its %d "
+        "lanes: document %r has %d sentences, where half the documents have at most %d, and runs on after the others "
+        "have ended (a document is never cut into lanes), so those updates train on few sentences: split such "
+        "documents in the document index if their parts may lose each other's context (docs/troubleshooting.md)",
+        epoch, starved, len(steps), 100 * starved / len(steps), lanes, longest.doc_id, longest.length, typical,
+    )
 
 
 def fill_lanes(documents: Sequence[Document], lanes: int) -> List[List[List[Document]]]:

@@ -17,6 +17,7 @@ sentence by sentence. A system whose sentences read context sentences the data c
 (``chosen_context.py``) gets every split's batches from the split's view for the run's
 ``--seed`` and the epoch.
 """
+import ast
 import hashlib
 import logging
 import os
@@ -25,12 +26,13 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 import torch
-from fairseq.data import iterators
+from fairseq.data import indexed_dataset, iterators
 from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
+from omegaconf.errors import InterpolationResolutionError
 
 from .chosen_context import check_split
 from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
@@ -39,7 +41,7 @@ from .document_task import TranslatesDocuments
 from .errors import UnsupportedOptionError
 from .generator import CONTEXT_FROM, DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement
-from .option_ranges import OptionError, Range, add_with_ranges, check_ranges
+from .option_ranges import OptionError, Range, add_with_ranges, check_ranges, flag_of
 from .planners import EpochRequest, PlannedEpoch
 from .regime import Regime
 from .samples import lines_sample, read_sample
@@ -53,6 +55,9 @@ LANE_ROWS = ("packed", "padded")
 DEFAULT_WINDOW = "4"  # four sentence steps an update: chosen by time to quality (docs/training.md); the paper's is 'full'
 DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
 PLAN = "plan_digest"  # in the training iterator's state: a digest of its epoch's batches
+TRAINING_OPTIONS = "training_options"  # in the training iterator's state: the plugin's options it trained with
+TASK_TRAINING_OPTIONS = ("training_batches", "optimization_window", "lane_rows", "passes_per_step")
+CRITERION_TRAINING_OPTIONS = ("gradient_reach", "gradient_across_windows", "max_graph_tokens")
 
 
 def fingerprint(dictionary) -> str:
@@ -67,6 +72,49 @@ def world_size(cfg) -> int:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return max(cfg.distributed_world_size, torch.distributed.get_world_size())
     return cfg.distributed_world_size
+
+
+def from_the_run(cfg, name: str):
+    """The value of one of the task config's options of the whole run (``II(...)``), or None where
+    the config is not part of a run's (built in Python, or a checkpoint's from before the option)."""
+    try:
+        value = getattr(cfg, name, None)
+    except InterpolationResolutionError:  # a config without the run's part it points to
+        return None
+    return None if isinstance(value, str) and value.startswith("${") else value
+
+
+def check_update_freq(update_freq):
+    """Refuse an --update-freq below 1, which fairseq takes and fails on with a traceback."""
+    for value in update_freq or ():
+        if value < 1:
+            raise OptionError(f"--update-freq {','.join(map(str, update_freq))}: give 1 or more batches an update")
+
+
+def check_checkpoint_paths(paths: Optional[str]):
+    """Refuse a --path (fairseq-generate, fairseq-interactive) that is not a checkpoint file, which
+    fairseq finds only with a traceback."""
+    for path in (paths or "").split(os.pathsep):
+        if path and os.path.isdir(path):
+            raise OptionError(f"--path {path}: a directory; give a checkpoint file in it, such as "
+                              f"{os.path.join(path, 'checkpoint_best.pt')}")
+        if path and not os.path.exists(path):
+            raise OptionError(f"--path {path}: no such file; give a checkpoint that fairseq-train wrote")
+
+
+def check_split_exists(data_path: str, split: str, source: str, target: str, impl: Optional[str]):
+    """Refuse a split (--gen-subset, --valid-subset, ...) that ``data_path`` does not hold in either
+    direction of the language pair (as fairseq looks for it), naming the ones it does hold."""
+    pairs = (f"{source}-{target}", f"{target}-{source}")
+    if any(indexed_dataset.dataset_exists(os.path.join(data_path, f"{split}.{pair}.{source}"), impl=impl)
+           for pair in pairs):
+        return
+    present = sorted({name.split(".")[0] for name in (os.listdir(data_path) if os.path.isdir(data_path) else [])
+                      if any(f".{pair}.{source}" in name for pair in pairs)})
+    raise DocumentDataError(
+        f"{data_path}: no split {split!r} of {source}-{target} (it has: {', '.join(present) or 'none'}); give "
+        "--gen-subset, --valid-subset or --train-subset one of those, or binarize the split with fairseq-preprocess"
+    )
 
 
 def loss_scale_of(optimizer) -> float:
@@ -91,17 +139,31 @@ class DocumentBatchIterator(iterators.EpochBatchIterator):
 
     A training iterator also keeps a digest of its epoch's batches (``plan``) in its state, and
     refuses to resume inside an epoch planned otherwise than the checkpoint's: the batches left
-    would repeat or skip sentences.
+    would repeat or skip sentences. It keeps the plugin's options that shape training
+    (``training_options``: flag to value) too, and names, in a warning, those a resumed run
+    changes: fairseq-train resumes with its command line's options, so an option left out, or a
+    default changed since the run began, would otherwise change the training without a word.
     """
 
-    def __init__(self, *args, plan: Optional[str] = None, **kwargs):
+    def __init__(self, *args, plan: Optional[str] = None, training_options: Optional[dict] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.plan = plan
+        self.training_options = training_options
 
     def state_dict(self):
-        return {**super().state_dict(), PLAN: self.plan}
+        return {**super().state_dict(), PLAN: self.plan, TRAINING_OPTIONS: self.training_options}
 
     def load_state_dict(self, state_dict):
+        began_with = state_dict.get(TRAINING_OPTIONS)
+        if began_with and self.training_options:
+            changed = [f"{flag} {value} (now {self.training_options[flag]})" for flag, value in began_with.items()
+                       if flag in self.training_options and self.training_options[flag] != value]
+            if changed:
+                logger.warning(
+                    "resuming a run begun with other training options than this command line's: %s. "
+                    "fairseq-train resumes with its command line's options (and a default may have changed "
+                    "since the run began): give those options to train on as the run began", ", ".join(changed)
+                )
         saved, done = state_dict.get(PLAN), state_dict.get("iterations_in_epoch", 0)
         if done and saved is not None and self.plan is not None and saved != self.plan:
             raise DocumentDataError(
@@ -188,6 +250,9 @@ class DocumentTranslationConfig(TranslationConfig):
     )
     distributed_world_size: int = II("distributed_training.distributed_world_size")
     ddp_backend: str = II("distributed_training.ddp_backend")
+    update_freq: List[int] = II("optimization.update_freq")
+    checkpoint_paths: Optional[str] = II("common_eval.path")  # what fairseq-generate and -interactive load
+    model_overrides: str = II("common_eval.model_overrides")  # ... with these options changed
 
 
 @register_task("document_translation", dataclass=DocumentTranslationConfig)
@@ -203,9 +268,12 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         self.training_plan: Optional[PlannedEpoch] = None  # the current epoch's training plan
         self.regime = Regime.before_any_model(cfg)  # of the model built last: how its batches are planned
         self.trains_its_model = True  # fairseq-train builds its model; the others load theirs
+        self.criterion_training_options = {}  # of the criterion built last (build_criterion)
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
         check_ranges(cfg, DocumentTranslationConfig)
+        check_update_freq(from_the_run(cfg, "update_freq"))
+        check_checkpoint_paths(from_the_run(cfg, "checkpoint_paths"))
         if world_size(cfg) > 1 and cfg.ddp_backend not in DDP_BACKENDS:
             raise OptionError(
                 f"--ddp-backend {cfg.ddp_backend}: document training runs a window's sentence "
@@ -214,9 +282,10 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             )
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         paths = self.cfg.data.split(os.pathsep)
         data_path = paths[(epoch - 1) % len(paths)] if split == self.cfg.train_subset else paths[0]
+        check_split_exists(data_path, split, self.cfg.source_lang, self.cfg.target_lang, self.cfg.dataset_impl)
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         docids = os.path.join(
             data_path, f"{split}.{self.cfg.source_lang}-{self.cfg.target_lang}.docids"
         )
@@ -238,6 +307,8 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
                 check_split(self.regime.context_choice, dataset)
         self.interactive.chunk_sentences = self.regime.chunk_sentences
         self.trains_its_model = not from_checkpoint
+        if from_checkpoint:
+            model.overridden_options = tuple(ast.literal_eval(from_the_run(self.cfg, "model_overrides") or "{}"))
         if self.trains_its_model:
             windowed = self.regime.unit == "lanes"
             window = f"; --optimization-window {self.cfg.optimization_window}" if windowed else ""
@@ -261,7 +332,15 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             )
         if self.trains_its_model and self.regime.unit == "lanes":
             criterion.refuse_windows_that_cut_every_gradient(self.cfg.optimization_window)
+        self.criterion_training_options = {name: getattr(cfg, name) for name in CRITERION_TRAINING_OPTIONS}
         return criterion
+
+    def training_options(self) -> dict:
+        """The plugin's options that shape how the model trains, flag to value as its command line
+        gives it, for the training iterator's state."""
+        values = {name: getattr(self.cfg, name) for name in TASK_TRAINING_OPTIONS}
+        values.update(self.criterion_training_options)
+        return {flag_of(name): "none" if value is None else str(value) for name, value in values.items()}
 
     def get_batch_iterator(
         self,
@@ -321,6 +400,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             buffer_size=data_buffer_size,
             disable_shuffling=not planned.fairseq_shards,
             plan=planned.digest if training else None,
+            training_options=self.training_options() if training else None,
         )
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
@@ -410,6 +490,14 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         if getattr(args, "beam", 1) < 1:
             raise OptionError(f"--beam {args.beam}: give 1 or more")
+        min_len, max_len_a, max_len_b = (getattr(args, name, default) for name, default in
+                                         (("min_len", 1), ("max_len_a", 0), ("max_len_b", 200)))
+        if max_len_a <= 0 and max_len_b < min_len:
+            raise OptionError(
+                f"--max-len-b {max_len_b} with --max-len-a {max_len_a}: a translation may take at most "
+                f"--max-len-a x source length + --max-len-b tokens, fewer than --min-len {min_len}; give "
+                f"--max-len-b {min_len} or more"
+            )
         if getattr(args, "score_reference", False):
             raise UnsupportedOptionError(
                 "--score-reference is not supported by document_translation yet: "

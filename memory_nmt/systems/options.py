@@ -11,7 +11,8 @@ with one field per option, and
 - its architecture functions call ``apply(args)``, as fairseq's call ``base_architecture``: an
   option not given takes its field's default (a named architecture sets its own before), the
   ranges are checked again (a checkpoint's options and ``--model-overrides`` do not go through the
-  parser), options whose default follows from others get it (``complete``), and ``check`` refuses
+  parser; so are fairseq's --encoder-layers and --decoder-layers, which must be 1 or more),
+  options whose default follows from others get it (``complete``), and ``check`` refuses
   what depends on several options with an ``OptionError`` that names the option and says what to
   give. fairseq runs the architecture function when it parses the command line and again when it
   builds the model (from a checkpoint too), so a bad value is refused before anything is read or
@@ -21,7 +22,9 @@ from dataclasses import dataclass, fields
 
 from fairseq.dataclass import FairseqDataclass
 
-from ..pipeline.option_ranges import add_with_ranges, check_ranges
+from ..pipeline.option_ranges import OptionError, add_with_ranges, check_ranges, flag_of
+
+LAYER_COUNTS = ("encoder_layers", "decoder_layers")  # fairseq's, which it takes at any value
 
 
 @dataclass
@@ -38,6 +41,7 @@ class SystemOptions(FairseqDataclass):
             if not option.name.startswith("_") and getattr(args, option.name, None) is None:
                 setattr(args, option.name, option.default)
         check_ranges(args, cls)
+        check_layer_counts(args)
         cls.complete(args)
         cls.check(args)
 
@@ -54,3 +58,13 @@ class SystemOptions(FairseqDataclass):
         help = super()._get_help(attribute_name)
         default = self._get_default(attribute_name)
         return help if default is None or isinstance(default, bool) else f"{help} (default: {default})"
+
+
+def check_layer_counts(args):
+    """Refuse an encoder or decoder of no layers, which fairseq builds without a word: every
+    system reads its context in its layers (and its options count them)."""
+    for name in LAYER_COUNTS:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise OptionError(f"{flag_of(name)} {value}: give 1 or more (a document system reads its context "
+                              "in its layers)")

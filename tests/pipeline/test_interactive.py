@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import torch
 
-from conftest import CONCAT, MEMORY_TRAIN, PLUGIN, build, fairseq_command, run
+from conftest import CONCAT, LOCAL_GLOBAL, MEMORY_TRAIN, PLUGIN, build, fairseq_command, run
 from memory_nmt.pipeline.data import DocumentDataError
 
 
@@ -93,6 +93,11 @@ def test_hub_translates_documents_as_generate_does(data_bin, checkpoint, generat
         hub.translate_document([["a b c ."]])
     with pytest.raises(TypeError, match=r"translate_document\(sentences\)"):
         hub.translate("a b c .")
+    with pytest.raises(TypeError, match=r"beem=3 is not a generation option: did you mean beam"):
+        hub.translate_document(documents[0], beem=3)
+    limit = hub.models[0].max_positions()[0]
+    with pytest.raises(DocumentDataError, match=rf"^document 2, sentence 1 has {limit + 1} tokens"):
+        hub.translate_documents([["a b ."], [" ".join(["a"] * limit)]])  # counted within this call
 
 
 def test_interactive_tokenizes_and_detokenizes_with_moses(data_bin, checkpoint, generated):
@@ -117,11 +122,14 @@ def test_interactive_tokenizes_and_detokenizes_with_moses(data_bin, checkpoint, 
     assert [detokenized[i] for i in sentences] == [detokenizer.detokenize(t.split()) for t in generated]
 
 
-def test_a_line_longer_than_the_positions_is_refused_by_its_number(data_bin):
-    """As in a split, a line is never cut to the model's positions: the run stops at it."""
-    task, model, _, _ = build(data_bin, *CONCAT, "--max-source-positions", "6")
+@pytest.mark.parametrize("arch", [CONCAT, [*LOCAL_GLOBAL, "--chunk-sentences", "1"]], ids=["concat", "local_global"])
+def test_a_line_longer_than_the_positions_is_refused_by_its_number(data_bin, arch):
+    """As in a split, a line is never cut to the model's positions: the run stops at it, named by
+    its line and by its document and sentence, whatever the system (a chunk is not a document)."""
+    task, model, _, _ = build(data_bin, *arch, "--max-source-positions", "6")
     lines = ["a b", "a b c d e f g", "", "a"]  # line 2 takes 8 tokens with its eos
     tokens, lengths = task.get_interactive_tokens_and_lengths(lines, lambda line: line)
     dataset = task.build_dataset_for_inference(tokens, lengths)
-    with pytest.raises(DocumentDataError, match=r"input line 2 \(document 1 of this run\) has 8 tokens, more than the 6"):
+    with pytest.raises(DocumentDataError,
+                       match=r"input line 2 \(document 1, sentence 2\) has 8 tokens, more than the 6"):
         task.get_batch_iterator(dataset, max_sentences=4, max_positions=model.max_positions())

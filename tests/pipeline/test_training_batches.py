@@ -5,12 +5,14 @@ one batch an epoch, one worker or two; a sentence's context comes from the earli
 its own document only; a lane that takes its next document starts it from nothing carried, and
 no loss of one document sends gradient into another."""
 import collections
+import logging
+import re
 
 import pytest
 import torch
 
 from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, walk
-from memory_nmt.pipeline.data import SentenceStep, StepPosition
+from memory_nmt.pipeline.data import Document, DocumentDataset, SentenceStep, StepPosition
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.packing import PackedRows
@@ -259,3 +261,23 @@ def test_a_resume_replays_from_the_earliest_start_of_what_its_lanes_go_on_with_a
     assert items.samples_before(steps[2].position) == [0, 1], "lane 0's document started at step 0"
     assert items.samples_before(steps[1].position) == [0]
     assert items.samples_before(steps[3].position) == [2], "every row starts a document: the step before"
+
+
+def test_a_document_far_longer_than_the_rest_is_named_when_its_steps_starve_the_lanes(data_bin, caplog):
+    """A document much longer than the others runs on alone once they have ended, each of its
+    steps an update of a few sentences: the log names it with the share of such steps; the
+    corpus's own documents, of similar lengths, plan without the warning."""
+    task, _, _, _ = build(data_bin, *TINY_MODEL)
+    task.load_dataset("train")
+    dataset = task.dataset("train")
+    caplog.set_level(logging.WARNING)
+    request = EpochRequest(120, None, 1, 0, 1, 1)
+    task.regime.training.plan(dataset, request)
+    assert "hold fewer than a quarter" not in caplog.text
+    long = len(dataset) // 2  # one document of half the split's sentences, the rest in twos
+    documents = [Document("long", 0, long)] + [Document(f"d{i}", start, min(2, len(dataset) - start))
+                                               for i, start in enumerate(range(long, len(dataset), 2))]
+    task.regime.training.plan(DocumentDataset(dataset.pairs, documents, "train", dataset.docids_path), request)
+    assert re.search(r"training batches of epoch 1: \d+ of its \d+ sentence steps \(\d+%\) hold fewer than a "
+                     rf"quarter of its \d+ lanes: document 'long' has {long} sentences, where half the documents "
+                     "have at most 2", caplog.text)

@@ -101,12 +101,19 @@ def test_voita_json_and_scoring_lines(tmp_path):
     ("dst", "salut . _eos tu es venu .", "'dst' is a str, not a list of candidate strings"),
     ("dst", ["salut . _eos tu es venu .", 3], "'dst' is a list, not a list of candidate strings"),
     ("src", ["hi ."], "'src' is a list, not a string"),
+    ("true_ind", None, "'true_ind' is a NoneType, not a whole number"),
+    ("true_ind", "missing", "lacks 'src', 'dst' or 'true_ind' (the index of the correct candidate)"),
+    ("dst", ["salut . _eos tu es venu ."] * 2, "candidate 1 is the correct candidate (0) again, so the item could "
+                                               "never be scored right"),
 ])
 def test_voita_json_fields_are_checked_by_name(tmp_path, field, value, message):
+    """A field of the wrong type, a missing index of the correct candidate (scored as 0 before) or
+    a correct candidate given twice (never right) is refused, naming the entry."""
     entry = {"src": "hi . _eos you came .", "dst": ["salut . _eos tu es venu .", "salut . _eos vous etes venu ."],
              "true_ind": 0, "ctx_dist": 1}
     path = tmp_path / "items.json"
-    path.write_text(json.dumps([entry, {**entry, field: value}]))
+    changed = {name: given for name, given in {**entry, field: value}.items() if given != "missing"}
+    path.write_text(json.dumps([entry, changed]))
     with pytest.raises(ContrastiveDataError, match=re.escape(f"items.json: entry 1: {message}")):
         read_voita_json(path)
 
