@@ -64,6 +64,16 @@ class _TorchLoadingFairseqCheckpoints(types.ModuleType):
         return getattr(torch, name)
 
 
+def starts_from_weights(checkpoint_cfg, filename: str, reset_optimizer: bool) -> bool:
+    """Whether fairseq-train takes only the weights of ``filename``: --finetune-from-model, or
+    fairseq's older idiom for it, --restore-file with --reset-optimizer and --reset-dataloader (a
+    resume with --reset-optimizer alone goes on with the run's epoch and updates)."""
+    finetuned = checkpoint_cfg.finetune_from_model
+    if finetuned and os.path.exists(finetuned) and os.path.samefile(finetuned, filename):
+        return True
+    return reset_optimizer and checkpoint_cfg.reset_dataloader
+
+
 def allow_fairseq_checkpoints():
     """Make ``fairseq.checkpoint_utils`` load full checkpoints, and fairseq's trainer refuse another
     system's (idempotent)."""
@@ -81,7 +91,8 @@ def allow_fairseq_checkpoints():
             resumed_from = ("--save-dir" if self.cfg.checkpoint.restore_file == "checkpoint_last.pt"
                             else "--restore-file")
             check_system(filename, saved_with, state["model"], self.get_model(), self.cfg.model,
-                         resumed_from=None if reset_optimizer else resumed_from)
+                         resumed_from=None if starts_from_weights(self.cfg.checkpoint, filename, reset_optimizer)
+                         else resumed_from)
         return fairseq_load(self, filename, reset_optimizer, *args, **kwargs)
 
     load_checkpoint.checks_the_system = True

@@ -21,7 +21,7 @@ For every ``--system NAME=CHECKPOINT`` (any system of the plugin, or fairseq's p
    decoding (``peak_memory.py``) and the time per sentence.
 
 Every system is loaded and the split batched for it as fairseq-generate will, before anything
-is translated (``check_system``): what would stop it (a checkpoint that does not load, a sentence
+is translated (``not_measurable``): what would stop it (a checkpoint that does not load, a sentence
 wider than ``--max-tokens``, random context on a split of one document) stops the run there,
 naming the system. Each figure goes to ``--json`` as it comes (``complete`` false until the
 last); a failed step prints the table so far, '-' where nothing was measured, before its error.
@@ -78,7 +78,7 @@ PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
 SPEED_LINE = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
 MiB = 2**20
 CONTRASTIVE_CXMI = "; on the items: the correct candidate, context sentences dropped"
-UNMEASURED = {"cxmi": "CXMI on the split", "contrastive": "contrastive scores"}  # check_system's reasons
+UNMEASURED = {"cxmi": "CXMI on the split", "contrastive": "contrastive scores"}  # not_measurable's reasons
 
 
 class ComparisonError(RuntimeError):
@@ -128,7 +128,7 @@ def parse_args(argv=None):
     parser.add_argument("--bpe-codes", help="apply these BPE codes to the contrastive text first")
     parser.add_argument("--lengths", type=parse_lengths, default="10,100,1000",
                         help="sentences of the documents whose decoding peak memory is measured, "
-                        "separated by commas (default: 10,100,1000)")
+                        "separated by commas, measured shortest first (default: 10,100,1000)")
     parser.add_argument("--cpu", action="store_true", help="decode on the CPU even if there is a GPU")
     parser.add_argument("--fp16", action="store_true", help="decode in half precision (GPU)")
     parser.add_argument("--workdir", type=Path, help="keep the generate outputs and logs here, created if "
@@ -254,7 +254,7 @@ def named_errors(name):
         raise ComparisonError(f"{name}: {error}") from None
 
 
-def check_system(args, name, path):
+def not_measurable(args, name, path):
     """What system ``name`` is not measured on, and why ({"cxmi" or "contrastive": reason}; see the
     module doc), read from its model with its ``--model-overrides``; the split is loaded and
     batched for it as fairseq-generate will, so that what would stop its translation stops the
@@ -596,7 +596,7 @@ def compare(args, workdir, device, results):
     """Measure every system into ``results`` (its figures as soon as they exist, in ``--json``
     too), after checking them all."""
     docids, items = read_docids(docids_path(args)), contrastive_items(args)  # before translating anything
-    unmeasured = {name: check_system(args, name, path) for name, path in args.systems}
+    unmeasured = {name: not_measurable(args, name, path) for name, path in args.systems}
     for name, reasons in unmeasured.items():
         for key, reason in reasons.items():
             print(f"==> {name}: no {UNMEASURED[key]}: {reason}", file=sys.stderr)

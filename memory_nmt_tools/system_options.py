@@ -4,7 +4,8 @@ fairseq's parser prints ``--help`` before it adds the options of the ``--arch``,
 ``--criterion`` given (it adds them in a second pass), so a model's own options appear in no help
 text. This command declares them as fairseq-train would, on a parser of their own, and prints
 its help: the architecture's options (a system's and the transformer's), then the task's and the
-criterion's, each with its default and, for the plugin's, the values it takes.
+criterion's; the plugin's options with their defaults and the values they take (fairseq's
+transformer options show none: a named architecture such as ``_small`` sets its own).
 
     python scripts/system_options.py --arch transformer_recurrent_memory
     python scripts/system_options.py --arch transformer_local_global --criterion label_smoothed_cross_entropy

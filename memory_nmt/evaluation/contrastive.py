@@ -82,8 +82,9 @@ class ContrastiveItem:
                 if index != self.correct and candidate == self.candidates[self.correct]]
         if same:
             raise ContrastiveDataError(
-                f"{self.where}: candidate {same[0]} is the correct candidate ({self.correct}) again, so the item "
-                "could never be scored right; every other candidate must differ from the correct one"
+                f"{self.where}: candidate {same[0]} is the same sentence as the correct candidate ({self.correct}) "
+                "(as the file gives it, or once tokenized), so the item could never be scored right; every other "
+                "candidate must differ from the correct one"
             )
 
     def mapped(self, source: Callable[[str], str], target: Callable[[str], str]) -> "ContrastiveItem":

@@ -54,7 +54,9 @@ logger = logging.getLogger(__name__)
 
 Widths = Dict[Document, list]  # each document's sentences' widths, as its row layout counts them
 STARVED_LANES = 0.25  # a step with fewer than this share of the epoch's lanes trains on few sentences
-STARVED_STEPS = 0.25  # ... and more than this share of such steps is said in the log
+STARVED_STEPS = 0.25  # ... and more than this share of such steps, from a document more than
+LONGEST_OVER_SHARE = 2  # ... this many times an even share of the sentences over the lanes, is said in the log
+WARNED_OF = set()  # documents already named in this process's log
 
 
 def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[List[int]]]:
@@ -206,20 +208,26 @@ class RefilledLanes:
                     step for group, streams in enumerate(fill_lanes(order, lanes))
                     for step in stream_steps(dataset.stream, group, streams, widths, layout)
                 ]
-                if shard == request.shard_id:
+                if shard == request.shard_id == 0:
                     warn_of_starved_steps(steps, lanes, order, request.epoch)
                 per_shard.append(windows_of_groups(steps, self.window))
         return EpochItems.planned(dataset, per_shard, request.shard_id, windows=True)
 
 
 def warn_of_starved_steps(steps: Sequence[SentenceStep], lanes: int, documents: Sequence[Document], epoch: int):
-    """Say in the log when many of an epoch's steps hold few lanes' sentences: a document much
-    longer than the others runs on alone once they have ended (a lane holds one document at a time,
-    and a document is never cut), each of its steps an update of a few sentences."""
-    starved = sum(len(step.lanes) < STARVED_LANES * lanes for step in steps)
-    if lanes < 2 or starved <= STARVED_STEPS * len(steps):
-        return
+    """Say in the log (once a run) when a document much longer than the others starves the lanes:
+    it runs on alone once they have ended (a lane holds one document at a time, and a document is
+    never cut), each of its steps an update of a few sentences. Said when it alone is more than
+    twice the steps an even share of the sentences over the lanes would take, and more than a
+    quarter of the epoch's steps hold fewer than a quarter of its lanes; skewed lengths without
+    such a document do not qualify."""
     longest = max(documents, key=lambda document: document.length)
+    even_share = sum(document.length for document in documents) / lanes
+    starved = sum(len(step.lanes) < STARVED_LANES * lanes for step in steps)
+    if (lanes < 2 or longest.length <= LONGEST_OVER_SHARE * even_share or starved <= STARVED_STEPS * len(steps)
+            or longest.doc_id in WARNED_OF):
+        return
+    WARNED_OF.add(longest.doc_id)
     typical = sorted(document.length for document in documents)[len(documents) // 2]
     logger.warning(
         "training batches of epoch %d: %d of its %d sentence steps (%.0f%%) hold fewer than a quarter of its %d "

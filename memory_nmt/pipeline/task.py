@@ -18,6 +18,7 @@ sentence by sentence. A system whose sentences read context sentences the data c
 ``--seed`` and the epoch.
 """
 import ast
+import glob
 import hashlib
 import logging
 import os
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 import torch
+from fairseq import utils
 from fairseq.data import indexed_dataset, iterators
 from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
@@ -56,6 +58,7 @@ DEFAULT_WINDOW = "4"  # four sentence steps an update: chosen by time to quality
 DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
 PLAN = "plan_digest"  # in the training iterator's state: a digest of its epoch's batches
 TRAINING_OPTIONS = "training_options"  # in the training iterator's state: the plugin's options it trained with
+# the plugin's training options, the first for every system, the others for training in lanes
 TASK_TRAINING_OPTIONS = ("training_batches", "optimization_window", "lane_rows", "passes_per_step")
 CRITERION_TRAINING_OPTIONS = ("gradient_reach", "gradient_across_windows", "max_graph_tokens")
 
@@ -92,13 +95,17 @@ def check_update_freq(update_freq):
 
 
 def check_checkpoint_paths(paths: Optional[str]):
-    """Refuse a --path (fairseq-generate, fairseq-interactive) that is not a checkpoint file, which
-    fairseq finds only with a traceback."""
-    for path in (paths or "").split(os.pathsep):
-        if path and os.path.isdir(path):
+    """Refuse a --path (fairseq-generate, fairseq-interactive) that fairseq finds only with a
+    traceback: a directory, or a local file missing with nothing beside it that fairseq could open
+    in its place (its --checkpoint-suffix and sharded files extend the name before ``.pt``)."""
+    for path in utils.split_paths(paths or ""):
+        if not path or "://" in path:
+            continue
+        if os.path.isdir(path):
             raise OptionError(f"--path {path}: a directory; give a checkpoint file in it, such as "
                               f"{os.path.join(path, 'checkpoint_best.pt')}")
-        if path and not os.path.exists(path):
+        stem = path[:-len(".pt")] if path.endswith(".pt") else path
+        if not glob.glob(glob.escape(stem) + "*"):
             raise OptionError(f"--path {path}: no such file; give a checkpoint that fairseq-train wrote")
 
 
@@ -337,9 +344,12 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
 
     def training_options(self) -> dict:
         """The plugin's options that shape how the model trains, flag to value as its command line
-        gives it, for the training iterator's state."""
-        values = {name: getattr(self.cfg, name) for name in TASK_TRAINING_OPTIONS}
-        values.update(self.criterion_training_options)
+        gives it, for the training iterator's state: --training-batches, and those of training in
+        lanes where the model trains in lanes (elsewhere they do nothing)."""
+        names = TASK_TRAINING_OPTIONS if self.regime.unit == "lanes" else TASK_TRAINING_OPTIONS[:1]
+        values = {name: getattr(self.cfg, name) for name in names}
+        if self.regime.unit == "lanes":
+            values.update(self.criterion_training_options)
         return {flag_of(name): "none" if value is None else str(value) for name, value in values.items()}
 
     def get_batch_iterator(

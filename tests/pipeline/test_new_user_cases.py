@@ -88,16 +88,21 @@ COMMAND_LINES = [  # (fairseq's command, options added, input, the line it ends 
     ("interactive", ["--buffer-size", "2"], b"a b .\n\xff c .\n",
      "fairseq-interactive: error: input line 2 (document 1, sentence 2): not valid UTF-8 (character 1 of the line, "
      "byte 0xff)"),
+    ("interactive", ["--buffer-size", "2", "--input", "{input}"], b"a b .\n\xff c .\n",  # read strictly
+     "fairseq-interactive: error: the input is not valid UTF-8 (byte 0xff, 7 bytes into what was read)"),
 ]
 
 
 @pytest.mark.parametrize("command, arguments, given, message", COMMAND_LINES,
                          ids=[f"{c} {' '.join(a)}" for c, a, _, _ in COMMAND_LINES])
-def test_a_command_line_fairseq_fails_on_ends_in_one_line(data_bin, concat_checkpoint, command, arguments, given,
-                                                           message):
-    """fairseq ends these with a traceback (or, for bytes that are not UTF-8, translates them as
-    unknown words); with the plugin each ends in one line that names the option or the input line."""
-    names = {"data": data_bin, "directory": concat_checkpoint.parent}
+def test_a_command_line_fairseq_fails_on_ends_in_one_line(data_bin, concat_checkpoint, tmp_path, command, arguments,
+                                                           given, message):
+    """fairseq ends these with a traceback (or, for bytes that are not UTF-8 read from a standard
+    input in the C locale, translates them as unknown words); with the plugin each ends in one line
+    that names the option or the input line."""
+    names = {"data": data_bin, "directory": concat_checkpoint.parent, "input": tmp_path / "input.txt"}
+    if "{input}" in arguments:
+        names["input"].write_bytes(given)
     arguments = [argument.format(**names) for argument in arguments]
     line = generating(data_bin, concat_checkpoint, *arguments)
     if command == "interactive":

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import torch
 from fairseq.trainer import Trainer
+from omegaconf import open_dict
 
 from conftest import AMN, COMMON, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, build, fairseq_command, save_checkpoint
 from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
@@ -72,9 +73,18 @@ def systems(data_bin, tmp_path_factory):
     return built
 
 
-def refusal(trainer, checkpoint, reset_optimizer) -> str:
+def load(trainer, checkpoint, finetuning, reset_optimizer=None):
+    """fairseq-train's load of ``checkpoint``: its weights only (--finetune-from-model, as fairseq
+    calls it: the optimizer reset), or a resume (with or without --reset-optimizer)."""
+    with open_dict(trainer.cfg.checkpoint):
+        trainer.cfg.checkpoint.finetune_from_model = str(checkpoint) if finetuning else None
+    reset = finetuning if reset_optimizer is None else reset_optimizer
+    trainer.load_checkpoint(str(checkpoint), reset_optimizer=reset)
+
+
+def refusal(trainer, checkpoint, finetuning, reset_optimizer=None) -> str:
     with pytest.raises(CheckpointMismatchError) as refused:  # raised outside fairseq's "architectures match"
-        trainer.load_checkpoint(str(checkpoint), reset_optimizer=reset_optimizer)
+        load(trainer, checkpoint, finetuning, reset_optimizer)
     message = str(refused.value)
     assert "\n" not in message
     return message
@@ -85,12 +95,12 @@ def test_another_systems_weights_start_a_model_only_where_they_fit(systems, pair
     (_, checkpoint), (trainer, _) = systems[pair[0]], systems[pair[1]]
     difference, fits = PAIRS[pair]
     if fits:
-        trainer.load_checkpoint(str(checkpoint), reset_optimizer=True)
+        load(trainer, checkpoint, finetuning=True)
         model = trainer.get_model().state_dict()
         for key, value in torch.load(checkpoint, weights_only=False)["model"].items():
             assert torch.equal(model[key], value), key
     else:
-        assert refusal(trainer, checkpoint, reset_optimizer=True) == (
+        assert refusal(trainer, checkpoint, finetuning=True) == (
             f"{checkpoint} is a {ARCH[pair[0]]} checkpoint, which does not fit this {ARCH[pair[1]]} model: "
             f"{difference}; give --arch {ARCH[pair[0]]} to train that system from it, or start this model from "
             "a plain transformer's checkpoint or its own system's"
@@ -99,9 +109,10 @@ def test_another_systems_weights_start_a_model_only_where_they_fit(systems, pair
 
 @pytest.mark.parametrize("pair", PAIRS, ids="->".join)
 def test_a_run_never_resumes_from_another_systems_checkpoint(systems, pair):
+    """Not with --reset-optimizer either: the run would go on with the other run's epoch and updates."""
     (_, checkpoint), (trainer, _) = systems[pair[0]], systems[pair[1]]
     difference, fits = PAIRS[pair]
-    message = refusal(trainer, checkpoint, reset_optimizer=False)
+    message = refusal(trainer, checkpoint, finetuning=False, reset_optimizer=fits)
     assert message.startswith(
         f"{checkpoint} is a {ARCH[pair[0]]} checkpoint, which fairseq-train resumes from (--save-dir), but this "
         f"model is a {ARCH[pair[1]]}{f' ({difference})' if difference else ''}: give another --save-dir"
@@ -116,13 +127,13 @@ def test_a_tensor_of_another_shape_is_named_with_both_shapes(data_bin, systems, 
     trainer, _ = systems["recurrent_memory"]
     assert (f"which does not fit this {ARCH['recurrent_memory']} model: the checkpoint's encoder.layers.0.fc1.weight "
             "has shape (48, 32), this model's (64, 32); give --arch") in refusal(
-        trainer, tmp_path / "concat.pt", reset_optimizer=True)
+        trainer, tmp_path / "concat.pt", finetuning=True)
 
 
 def test_a_restore_file_of_another_system_is_refused_naming_finetuning_instead(systems, monkeypatch):
     (_, checkpoint), (trainer, _) = systems["context_concat"], systems["associated_memory"]
     monkeypatch.setattr(trainer.cfg.checkpoint, "restore_file", str(checkpoint))
-    assert refusal(trainer, checkpoint, reset_optimizer=False).endswith(
+    assert refusal(trainer, checkpoint, finetuning=False).endswith(
         f"(--restore-file), but this model is a {ARCH['associated_memory']} (this model's {CAMN} is not in the "
         f"checkpoint): give --finetune-from-model {checkpoint} instead of --restore-file to start from its weights, "
         f"or --arch {ARCH['context_concat']} to resume its run"

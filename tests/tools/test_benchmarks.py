@@ -37,8 +37,6 @@ REFUSED = [  # script, arguments, the line it ends with after "SCRIPT: error: "
     ("benchmark_training.py", ["--documents", "0"], "argument --documents: 0: give 1 or more"),
     ("benchmark_training.py", ["--max-tokens", "0"], "argument --max-tokens: 0: give 1 or more"),
     ("benchmark_training.py", ["--warmup", "-1"], "argument --warmup: -1: give 0 or more"),
-    ("benchmark_training.py", ["--size", "huge"],
-     "argument --size: invalid choice: 'huge' (choose from 'base', 'medium', 'small')"),
     ("benchmark_training.py", ["--passes-per-step", "0"], "argument --passes-per-step: 0: give 1 or more"),
     ("benchmark_training.py", ["--optimization-window", "5-2"], "--optimization-window '5-2': give 'full', "
      "a number of sentence steps such as 4, or a range such as 1-8"),

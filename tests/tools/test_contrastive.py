@@ -103,8 +103,9 @@ def test_voita_json_and_scoring_lines(tmp_path):
     ("src", ["hi ."], "'src' is a list, not a string"),
     ("true_ind", None, "'true_ind' is a NoneType, not a whole number"),
     ("true_ind", "missing", "lacks 'src', 'dst' or 'true_ind' (the index of the correct candidate)"),
-    ("dst", ["salut . _eos tu es venu ."] * 2, "candidate 1 is the correct candidate (0) again, so the item could "
-                                               "never be scored right"),
+    ("dst", ["salut . _eos tu es venu ."] * 2, "candidate 1 is the same sentence as the correct candidate (0) (as "
+                                               "the file gives it, or once tokenized), so the item could never be "
+                                               "scored right"),
 ])
 def test_voita_json_fields_are_checked_by_name(tmp_path, field, value, message):
     """A field of the wrong type, a missing index of the correct candidate (scored as 0 before) or
