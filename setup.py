@@ -25,7 +25,7 @@ setup(
             "memory-nmt-system-options = memory_nmt_tools.system_options:main",
         ],
     },
-    python_requires=">=3.8",
+    python_requires=">=3.9",  # str.removeprefix, str.removesuffix
     install_requires=[
         "torch>=2.0",  # forward pre-hooks with keyword arguments
         "fairseq==0.12.2; python_version < '3.11'",

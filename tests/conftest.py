@@ -64,8 +64,18 @@ def share_cores_between_workers():
 share_cores_between_workers()
 
 
+FAST_MODULES = (  # the quick tier (pytest -m fast, under a minute): options, data, batching, documents
+    "test_option_ranges.py", "test_data.py", "test_packing.py", "test_package_imports.py", "test_docs_links.py",
+    "test_paths.py", "test_document_bleu.py", "test_synthetic.py", "test_prepare_documents.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` are skipped where CUDA is not present."""
+    """The tests of FAST_MODULES are marked ``fast``; tests marked ``gpu`` are skipped where CUDA
+    is not present."""
+    for item in items:
+        if item.path.name in FAST_MODULES:
+            item.add_marker(pytest.mark.fast)
     if torch.cuda.is_available():
         return
     no_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
