@@ -19,7 +19,6 @@ Steps whose outputs exist are skipped, so a rerun resumes after an interruption 
 resumes training from checkpoint_last.pt); ``--force`` deletes the working directory first.
 """
 import argparse
-import collections
 import json
 import logging
 import re
@@ -31,7 +30,9 @@ from memory_nmt.evaluation.synthetic import context_accuracy, contrastive_items,
 from memory_nmt_tools.context_usage import shown_bits, split_cxmi
 from memory_nmt_tools.document_bleu import score_documents
 from memory_nmt_tools.experiments import MODEL_ARGS, StepError, fairseq_command, preprocess, run_echoing, skip
+from memory_nmt_tools.generate_texts import read_hypotheses
 from memory_nmt_tools.paths import check_paths
+from memory_nmt_tools.text_files import TextFileError
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "memory_nmt"
@@ -74,7 +75,6 @@ AMN = document_system("amn", "--arch", "transformer_associated_memory_small", "-
 LOCAL_GLOBAL = document_system("local_global", "--arch", "transformer_local_global_small")
 SYSTEMS = (SENTENCE, CONCAT, MEMORY, AMN, LOCAL_GLOBAL)
 GENERATE_LINE = re.compile(r"[STHDP]-\d+\t")
-HYPOTHESIS_LINE = re.compile(r"H-(\d+)\t[^\t]*\t(.*)")
 
 
 def write_corpus(work, documents):
@@ -122,23 +122,6 @@ def context_use(work, model):
         cxmi = split_cxmi(checkpoint, work / "data-bin", "test", work, max_tokens=2048)
         output.write_text(json.dumps(cxmi, indent=1) + "\n", encoding="utf-8")
     return json.loads(output.read_text(encoding="utf-8"))["bits_per_token"]
-
-
-def read_hypotheses(output, num_sentences):
-    """The H- lines of ``output`` in sentence id order, checking each sentence came out once."""
-    matches = map(HYPOTHESIS_LINE.fullmatch, output.read_text(encoding="utf-8").splitlines())
-    hypotheses = sorted((int(match[1]), match[2]) for match in matches if match)
-    ids = [i for i, _ in hypotheses]
-    if ids != list(range(num_sentences)):
-        missing = sorted(set(range(num_sentences)) - set(ids))
-        repeated = sorted(i for i, count in collections.Counter(ids).items() if count > 1)
-        beyond = [i for i in ids if i >= num_sentences]
-        raise StepError(
-            f"{output}: expected one H- line for each of the {num_sentences} test sentences, "
-            f"got {len(ids)} (missing ids {missing[:10]}, repeated {repeated[:10]}, "
-            f"beyond the test set {beyond[:10]})"
-        )
-    return [text for _, text in hypotheses]
 
 
 def evaluate(documents, hypotheses):
@@ -220,9 +203,9 @@ def main(argv=None):
         num_test = sum(len(doc.source) for doc in documents["test"])
         scores = {}
         for model in SYSTEMS:
-            hypotheses = read_hypotheses(translate(work, model), num_test)
+            hypotheses = read_hypotheses(translate(work, model), num_test, "H")
             scores[model["name"]] = (*evaluate(documents["test"], hypotheses), context_use(work, model))
-    except StepError as error:
+    except (StepError, TextFileError) as error:
         sys.exit(f"\nerror: {error}")
     table = results_table(scores)
     (work / "results.txt").write_text(table + "\n", encoding="utf-8")

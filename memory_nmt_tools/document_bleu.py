@@ -22,6 +22,7 @@ import sys
 
 from sacrebleu.metrics import BLEU
 
+from .document_index import read_document_ids
 from .generate_texts import read_hypotheses, read_references
 from .text_files import TextFileError, read_lines
 
@@ -31,20 +32,10 @@ class DocumentBleuError(TextFileError):
 
 
 def read_docids(path):
-    """The document id of each sentence; a document's sentences must be contiguous."""
-    docids = [line.strip() for line in read_lines(path)]
+    """The document id of each sentence, read as training reads them (``document_index.py``)."""
+    docids = read_document_ids(path)
     if not docids:
         raise DocumentBleuError(f"{path}: no document ids; pass the docids file of the split")
-    first_line = {}
-    for number, docid in enumerate(docids, 1):
-        if not docid:
-            raise DocumentBleuError(f"{path}:{number}: empty document id; every line needs one")
-        if docid in first_line and docids[number - 2] != docid:
-            raise DocumentBleuError(
-                f"{path}:{number}: document {docid} continues after other documents (it starts at "
-                f"line {first_line[docid]}); a document's sentences must be contiguous"
-            )
-        first_line.setdefault(docid, number)
     return docids
 
 

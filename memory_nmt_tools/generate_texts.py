@@ -1,8 +1,9 @@
 """Hypotheses and references of one fairseq-generate output, in corpus order.
 
-Shared by document_bleu.py, compare_systems.py and the paper's analyses (bleu_by_position.py,
-memory_size_sweep.py): the hypotheses are the D- (or H-) lines, the references the T- lines or
-a raw reference file, and every sentence id of the split must be present exactly once.
+Shared by document_bleu.py, compare_systems.py, the quickstart and the paper's analyses
+(bleu_by_position.py, memory_size_sweep.py): the hypotheses are the D- (or H-) lines, the
+references the T- lines or a raw reference file, and every sentence id of the split must be
+present exactly once.
 """
 import re
 
@@ -14,8 +15,6 @@ SHOWN_IDS = 5
 
 class GenerateOutputError(TextFileError):
     """fairseq-generate output that does not cover its split: names the file and the ids."""
-
-
 
 
 def read_generate_output(path, kind):

@@ -66,7 +66,8 @@ share_cores_between_workers()
 
 FAST_MODULES = (  # the quick tier (pytest -m fast, under a minute): options, data, batching, documents
     "test_option_ranges.py", "test_data.py", "test_packing.py", "test_package_imports.py", "test_docs_links.py",
-    "test_paths.py", "test_document_bleu.py", "test_synthetic.py", "test_prepare_documents.py",
+    "test_paths.py", "test_document_bleu.py", "test_document_index.py", "test_synthetic.py",
+    "test_prepare_documents.py",
 )
 
 

@@ -82,7 +82,7 @@ PLUGIN = ROOT / "memory_nmt"
 
 SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
 PEAK_LR = 2e-3
-FINETUNE_RATES = {"--lr": 0.12, "--memory-lr": 0.6}  # the paper's 6e-5 and 3e-4 over its sentence model's 5e-4
+FINETUNE_RATES = {"--lr": 0.12, "--context-lr": 0.6}  # the paper's 6e-5 and 3e-4 over its sentence model's 5e-4
 MEMORY_VARIANT = re.compile(r"(?P<across>\w+):(?P<reach>\d+|window)(@(?P<after>\d+))?")
 MEMORY = ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
           "--criterion", "document_label_smoothed_cross_entropy"]  # the ACROSS:K variants' system

@@ -214,8 +214,8 @@ finetune_memory_as() {
     split_words extra "$MEMORY_ARGS"
     train "$name" --task document_translation --arch "$MEMORY_ARCH" \
         --finetune-from-model "$sentence" --criterion document_label_smoothed_cross_entropy \
-        --lr-scheduler two_rate_inverse_sqrt --lr "$PRETRAINED_LR" --memory-lr "$MEMORY_LR" \
-        --warmup-updates "$MEMORY_WARMUP" --memory-warmup-updates "$MEMORY_WARMUP" \
+        --lr-scheduler two_rate_inverse_sqrt --lr "$PRETRAINED_LR" --context-lr "$MEMORY_LR" \
+        --warmup-updates "$MEMORY_WARMUP" --context-warmup-updates "$MEMORY_WARMUP" \
         --dropout "$MEMORY_DROPOUT" --optimization-window "$OPTIMIZATION_WINDOW" \
         --max-tokens "$MEMORY_MAX_TOKENS" --passes-per-step "$PASSES_PER_STEP" \
         --max-epoch "$FINETUNE_EPOCHS" --patience -1 "${extra[@]}" "$@"
@@ -270,8 +270,8 @@ finetune_concat() {
 # The memory model's two learning rates: PRETRAINED_LR for what the sentence model trained,
 # MEMORY_LR for the parameters a system adds.
 two_rate_options() {
-    echo "--lr-scheduler two_rate_inverse_sqrt --lr $PRETRAINED_LR --memory-lr $MEMORY_LR" \
-        "--memory-warmup-updates $MEMORY_WARMUP"
+    echo "--lr-scheduler two_rate_inverse_sqrt --lr $PRETRAINED_LR --context-lr $MEMORY_LR" \
+        "--context-warmup-updates $MEMORY_WARMUP"
 }
 
 # The Associated Memory Network: its CAMN is new, so it trains at the memory model's two rates.

@@ -41,15 +41,18 @@ the source of the whole chunk.
 No sentence is ever dropped: a sentence that does not fit ``--max-tokens`` or the model's
 positions is an error that names its document and sentence.
 """
-import codecs
+import itertools
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from fairseq.data import FairseqDataset
+
+from memory_nmt_tools.document_index import read_document_ids
+from memory_nmt_tools.text_files import TextFileError
 
 from .chosen_context import ChosenSentences, ContextChoice, choose
 from .chunks import chunk_inputs, cut_into_chunks
@@ -92,7 +95,9 @@ class SentenceStep:
 
 
 def read_docids(path: str, num_sentences: int) -> List[Document]:
-    """Read a docids file and check it against the ``num_sentences`` of the binarized split."""
+    """The documents of a split's document index (read by ``memory_nmt_tools.document_index``, whose
+    rules training, decoding and the scores share), checked against the ``num_sentences`` of the
+    binarized split."""
     if not os.path.exists(path):
         raise DocumentDataError(
             f"{path}: document index not found. Every split needs one document id per "
@@ -104,47 +109,21 @@ def read_docids(path: str, num_sentences: int) -> List[Document]:
             "the document index there (one document id per sentence line, see "
             "scripts/prepare_documents.py)"
         )
-    with open(path, "rb") as f:
-        text = f.read()
-    if text.startswith(codecs.BOM_UTF8):  # some editors write one; it is not part of the first id
-        text = text[len(codecs.BOM_UTF8):]
-    lines = text.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    ids = []
-    for number, line in enumerate(lines, 1):
-        try:
-            ids.append(line.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError:
-            raise DocumentDataError(
-                f"{path}:{number}: not valid UTF-8; write the document index in UTF-8"
-            ) from None
+    try:
+        ids = read_document_ids(path)
+    except TextFileError as error:
+        raise DocumentDataError(str(error)) from None
     if len(ids) != num_sentences:
         raise DocumentDataError(
             f"{path}: {len(ids)} lines, but the binarized split has {num_sentences} "
             "sentences; the document index must have one line per sentence"
         )
     documents: List[Document] = []
-    seen: Dict[str, int] = {}
-    for line, doc_id in enumerate(ids):
-        if not doc_id.strip():
-            raise DocumentDataError(f"{path}:{line + 1}: empty document id")
-        if doc_id != doc_id.strip():
-            raise DocumentDataError(
-                f"{path}:{line + 1}: document id {doc_id!r} has spaces at its ends; ids are compared "
-                "exactly, so remove them"
-            )
-        if documents and documents[-1].doc_id == doc_id:
-            last = documents[-1]
-            documents[-1] = Document(doc_id, last.first, last.length + 1)
-            continue
-        if doc_id in seen:
-            raise DocumentDataError(
-                f"{path}:{line + 1}: document {doc_id!r} continues after other documents "
-                f"(it started at line {seen[doc_id] + 1}); a document's sentences must be contiguous"
-            )
-        seen[doc_id] = line
-        documents.append(Document(doc_id, line, 1))
+    first = 0
+    for doc_id, lines in itertools.groupby(ids):  # each document's lines are contiguous
+        length = len(list(lines))
+        documents.append(Document(doc_id, first, length))
+        first += length
     return documents
 
 

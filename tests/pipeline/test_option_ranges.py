@@ -33,7 +33,7 @@ SYSTEMS = {  # name: (arch options, its own options, whether it has parameters o
     "local_global": (LOCAL_GLOBAL, LocalGlobalOptions, True),
 }
 TRAINING = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "200"]
-TWO_RATES = ["--lr-scheduler", "two_rate_inverse_sqrt", "--memory-lr", "1e-3", "--warmup-updates", "2"]
+TWO_RATES = ["--lr-scheduler", "two_rate_inverse_sqrt", "--context-lr", "1e-3", "--warmup-updates", "2"]
 
 
 def own_fields(config_class):

@@ -1,6 +1,7 @@
 """The import graph of the plugin and of the tools beside it, read from their source: no cycle, a
 pipeline that knows no system, nothing below the document task imports it, the plugin imports
-nothing of the tools; and the tools that need no model start without fairseq.
+nothing of the tools but the readers of the files both read; and the tools that need no model
+start without fairseq.
 
 Every ``import`` statement of every module counts, those inside functions too. ``from .a import b``
 is an edge to module ``a.b`` where that is a module, else to ``a``. Importing a module also runs
@@ -16,6 +17,8 @@ from conftest import PLUGIN, REPO
 
 PACKAGE = PLUGIN.name
 TOOLS = "memory_nmt_tools"
+# the readers of the files that training and the tools both read, so that both apply one set of rules
+SHARED_READERS = {f"{TOOLS}.document_index", f"{TOOLS}.text_files"}
 
 
 def module_name(path: Path) -> str:
@@ -77,20 +80,23 @@ def test_no_import_cycle():
             visit(module, [module])
 
 
-def test_the_pipeline_imports_nothing_of_the_systems_or_the_tools():
+def test_the_pipeline_imports_nothing_of_the_systems_or_the_tools_but_the_shared_readers():
     graph = import_graph()
     pipeline = f"{PACKAGE}.pipeline"
     for module, imported in graph.items():
         if module.startswith(pipeline + ".") or module == pipeline:
-            outside = sorted(m for m in imported if not m.startswith(pipeline))
+            outside = sorted(m for m in imported - SHARED_READERS if not m.startswith(pipeline))
             assert not outside, f"{module} imports {outside}"
 
 
-def test_the_plugin_imports_nothing_of_the_tools_beside_it():
+def test_the_plugin_imports_nothing_of_the_tools_beside_it_but_the_shared_readers():
     graph = import_graph()
+    assert f"{TOOLS}.document_index" in graph[f"{PACKAGE}.pipeline.data"]
     for module, imported in graph.items():
         if module.split(".")[0] == PACKAGE:
-            assert not [m for m in imported if m.split(".")[0] == TOOLS], module
+            assert not [m for m in imported - SHARED_READERS if m.split(".")[0] == TOOLS], module
+    for reader in SHARED_READERS:  # they stay below the plugin: they import only each other
+        assert graph[reader] <= SHARED_READERS, reader
 
 
 def test_only_the_package_itself_imports_the_document_task():
@@ -105,7 +111,8 @@ def test_only_the_package_itself_imports_the_document_task():
 def test_the_tools_that_need_no_model_import_neither_fairseq_nor_the_plugin():
     """Importing the plugin registers it with fairseq (seconds, and fairseq's log lines on stderr):
     the commands that read and write text only start at once and print their own lines only."""
-    light = ["text_files", "paths", "generate_texts", "document_bleu", "prepare_documents", "compare_systems", "experiments"]
+    light = ["text_files", "document_index", "paths", "generate_texts", "document_bleu", "prepare_documents",
+             "compare_systems", "experiments"]
     probe = (
         f"import sys; import {', '.join('memory_nmt_tools.' + name for name in light)}; "
         "print(sorted(name for name in ('fairseq', 'torch', PACKAGE) if name in sys.modules))"

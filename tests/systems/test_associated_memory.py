@@ -235,13 +235,13 @@ def test_decoding_in_any_batches_translates_every_sentence_once_alike(data_bin):
 @pytest.fixture(scope="module")
 def amn_finetuned(data_bin, sentence_checkpoint, tmp_path_factory):
     """The associated memory finetuned for 4 updates from the plain transformer checkpoint, the
-    pretrained parameters frozen (--lr 0), the CAMN's trained at --memory-lr: (checkpoint, log)."""
+    pretrained parameters frozen (--lr 0), the CAMN's trained at --context-lr: (checkpoint, log)."""
     save_dir = tmp_path_factory.mktemp("amn")
     result = run([
         fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation", *AMN,
         "--criterion", "document_label_smoothed_cross_entropy", "--optimization-window", "1-3",
         "--lr-scheduler", "two_rate_inverse_sqrt", "--lr", "0", "--warmup-updates", "2",
-        "--memory-lr", "1e-2", "--memory-warmup-updates", "1", "--max-update", "4",
+        "--context-lr", "1e-2", "--context-warmup-updates", "1", "--max-update", "4",
         "--finetune-from-model", str(sentence_checkpoint), "--save-dir", str(save_dir),
     ])
     return save_dir / "checkpoint_last.pt", result.stdout + result.stderr
@@ -267,7 +267,7 @@ def test_finetuning_from_a_plain_transformer_loads_it_and_trains_the_camn(senten
 def test_the_two_rate_scheduler_trains_the_camn_at_its_own_rate(data_bin):
     task, model, criterion, cfg = build(
         data_bin, *AMN, "--optimizer", "adam", "--lr-scheduler", "two_rate_inverse_sqrt",
-        "--lr", "1e-4", "--memory-lr", "1e-3",
+        "--lr", "1e-4", "--context-lr", "1e-3",
     )
     groups = Trainer(cfg, task, model, criterion).optimizer.param_groups
     camn = list(model.encoder.context_network.parameters())

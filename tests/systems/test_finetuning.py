@@ -3,6 +3,7 @@ checkpoint starts the memory model through ``--finetune-from-model``, its memory
 new and logged as such; a checkpoint that does not fit is refused by name; and
 ``--lr-scheduler two_rate_inverse_sqrt`` trains memory and pretrained parameters with their
 own peak learning rate and warm-up."""
+import logging
 import re
 import subprocess
 
@@ -34,7 +35,7 @@ FINETUNE = [
     *COMMON, "--task", "document_translation", *TINY_MODEL,
     "--criterion", "document_label_smoothed_cross_entropy", "--optimization-window", "1-3",
     "--lr-scheduler", "two_rate_inverse_sqrt", "--lr", "0", "--warmup-updates", "2",
-    "--memory-lr", "1e-3", "--memory-warmup-updates", "1",
+    "--context-lr", "1e-3", "--context-warmup-updates", "1",
 ]
 UNSHARED_DIMS = [arg for arg in TINY_DIMS if arg != "--share-all-embeddings"]
 
@@ -44,10 +45,10 @@ def model_state(path):
 
 
 def logged_lrs(log):
-    """{update: (lr, lr_memory)} from fairseq's per-update log lines."""
+    """{update: (lr, lr_context)} from fairseq's per-update log lines."""
     return {
         int(m.group(1)): (float(m.group(2)), float(m.group(3)))
-        for m in re.finditer(r"num_updates=(\d+), lr=([\d.e-]+), lr_memory=([\d.e-]+)", log)
+        for m in re.finditer(r"num_updates=(\d+), lr=([\d.e-]+), lr_context=([\d.e-]+)", log)
     }
 
 
@@ -70,7 +71,7 @@ def test_finetune_from_sentence_checkpoint_through_the_cli(data_bin, sentence_ch
         assert torch.equal(memory[key], value), f"{key} is not the sentence checkpoint's"
     read_out = [key for key in memory_keys if key.endswith("read_attn.out_proj.weight")]
     assert read_out and all(memory[key].abs().sum() > 0 for key in read_out), \
-        "the memory's Output Attention starts at zero and must have trained at --memory-lr"
+        "the memory's Output Attention starts at zero and must have trained at --context-lr"
 
     resumed = run([*command, "--max-update", "4"])
     log = resumed.stdout + resumed.stderr
@@ -138,7 +139,7 @@ def test_two_learning_rates_move_each_group_by_its_own(data_bin):
     task, model, criterion, cfg = build(
         data_bin, *TINY_MODEL, "--optimizer", "sgd", "--lr-scheduler", "two_rate_inverse_sqrt",
         "--lr", str(peaks["pretrained"]), "--warmup-updates", str(warmups["pretrained"]),
-        "--memory-lr", str(peaks["memory"]), "--memory-warmup-updates", str(warmups["memory"]),
+        "--context-lr", str(peaks["memory"]), "--context-warmup-updates", str(warmups["memory"]),
         "--max-tokens", "200", "--optimization-window", "1", "--gradient-across-windows", "recompute",
     )
     make_reads_nonzero(model)  # else the memory's read gets no gradient but at its output
@@ -166,34 +167,49 @@ def test_two_learning_rates_move_each_group_by_its_own(data_bin):
             following = {name: inverse_sqrt(peaks[name], warmups[name], update + 1) for name in groups}
             assert [g["lr"] for g in trainer.optimizer.param_groups] == pytest.approx(list(following.values()))
             assert logged.get_smoothed_value("lr") == pytest.approx(following["pretrained"])
-            assert logged.get_smoothed_value("lr_memory") == pytest.approx(following["memory"])
+            assert logged.get_smoothed_value("lr_context") == pytest.approx(following["memory"])
 
 
 def test_two_rate_schedule_needs_context_parameters(data_bin):
     task, model, criterion, cfg = build(
         data_bin, "--arch", "transformer", *TINY_DIMS, "--optimizer", "adam", "--lr", "1e-3",
-        "--lr-scheduler", "two_rate_inverse_sqrt", "--memory-lr", "1e-3", task="translation",
+        "--lr-scheduler", "two_rate_inverse_sqrt", "--context-lr", "1e-3", task="translation",
     )
     with pytest.raises(ValueError, match="holds no parameters of a document system's own .*; use it with a document system's --arch"):
         Trainer(cfg, task, model, criterion).optimizer
 
 
 @pytest.mark.parametrize("option, value, range_", [
-    ("--memory-lr", "-1", "0 or more"), ("--memory-warmup-updates", "0", "1 or more"),
+    ("--context-lr", "-1", "0 or more"), ("--context-warmup-updates", "0", "1 or more"),
 ])
 def test_the_two_rate_schedules_options_out_of_their_range_are_refused_as_parsed(data_bin, capsys, option, value, range_):
-    """A negative --memory-lr trained by gradient ascent, a warm-up of 0 divided by zero."""
+    """A negative --context-lr trained by gradient ascent, a warm-up of 0 divided by zero."""
     arguments = [*TINY_MODEL, "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "two_rate_inverse_sqrt",
-                 "--memory-lr", "1e-3", option, value]
+                 "--context-lr", "1e-3", option, value]
     assert refused_option(capsys, data_bin, *arguments).endswith(f"argument {option}: {value}: give {range_}")
 
 
 def test_the_two_rate_schedule_refuses_a_warm_up_of_0(data_bin):
     task, model, criterion, cfg = build(
         data_bin, *TINY_MODEL, "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "two_rate_inverse_sqrt",
-        "--memory-lr", "1e-3", "--warmup-updates", "0",
+        "--context-lr", "1e-3", "--warmup-updates", "0",
     )
     with pytest.raises(OptionError, match="--warmup-updates 0: give 1 or more with --lr-scheduler two_rate_inverse_sqrt"):
+        Trainer(cfg, task, model, criterion).lr_scheduler
+
+
+def test_the_former_names_of_the_context_rates_are_taken_with_a_warning(data_bin, caplog):
+    """--memory-lr and --memory-warmup-updates, named after the memory though they set every
+    system's added parameters, are --context-lr and --context-warmup-updates now."""
+    two_rates = [*TINY_MODEL, "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "two_rate_inverse_sqrt"]
+    task, model, criterion, cfg = build(data_bin, *two_rates, "--memory-lr", "2e-3", "--memory-warmup-updates", "3")
+    caplog.set_level(logging.INFO)
+    Trainer(cfg, task, model, criterion).lr_scheduler
+    assert "--memory-lr is deprecated: give --context-lr" in caplog.text
+    assert "--memory-warmup-updates is deprecated: give --context-warmup-updates" in caplog.text
+    assert "context tensors (--context-lr), peak lr 0.002 after 3 warm-up updates" in caplog.text
+    task, model, criterion, cfg = build(data_bin, *two_rates, "--memory-lr", "2e-3", "--context-lr", "1e-3")
+    with pytest.raises(OptionError, match=r"^--memory-lr 0.002 and --context-lr 0.001: give --context-lr only"):
         Trainer(cfg, task, model, criterion).lr_scheduler
 
 

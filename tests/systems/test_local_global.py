@@ -366,7 +366,7 @@ def local_global_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
         fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
         *LOCAL_GLOBAL, "--global-layer", "extra", "--chunk-sentences", "3",
         "--criterion", "document_label_smoothed_cross_entropy",
-        "--lr-scheduler", "two_rate_inverse_sqrt", "--lr", "1e-3", "--memory-lr", "3e-3",
+        "--lr-scheduler", "two_rate_inverse_sqrt", "--lr", "1e-3", "--context-lr", "3e-3",
         "--warmup-updates", "2", "--max-update", "4", "--finetune-from-model", str(sentence_checkpoint),
         "--save-dir", str(save_dir),
     ])
@@ -383,7 +383,7 @@ def test_finetuned_from_a_transformer_through_the_cli(data_bin, local_global_che
     assert new == ("encoder.segment_embeddings, encoder.global_context, decoder.layers.0.self_attn.relative_positions, "
                    "decoder.layers.1.self_attn.relative_positions")
     context_tensors = sum(is_context_parameter(p) for p in model.parameters())
-    assert f" {context_tensors} context tensors (--memory-lr), peak lr 0.003" in log
+    assert f" {context_tensors} context tensors (--context-lr), peak lr 0.003" in log
 
 
 def test_stock_clis_and_hub_translate_documents_alike(data_bin, local_global_checkpoint):

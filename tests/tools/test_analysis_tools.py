@@ -428,7 +428,7 @@ def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path
         if finetuned:
             assert state["cfg"]["checkpoint"].finetune_from_model == str(tmp_path / "sentence" / "checkpoints" /
                                                                          "checkpoint1.pt")
-            assert (schedule._name, schedule.lr, schedule.memory_lr) == ("two_rate_inverse_sqrt", [2.4e-4], 1.2e-3)
+            assert (schedule._name, schedule.lr, schedule.context_lr) == ("two_rate_inverse_sqrt", [2.4e-4], 1.2e-3)
         else:
             assert (schedule._name, state["cfg"]["checkpoint"].finetune_from_model) == ("inverse_sqrt", None)
     memory = "transformer_recurrent_memory_small"

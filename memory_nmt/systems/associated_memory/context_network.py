@@ -43,7 +43,7 @@ when they are read in parallel; ``model.py`` embeds and selects them). Its parts
   b_g starts at ``GATE_BIAS``, a gate mostly open to the source; see ``ContextGate``.
 
 All its parameters are context parameters (``systems/context_parameters.py``): a plain
-transformer's checkpoint lacks them, and ``two_rate_inverse_sqrt`` trains them at --memory-lr.
+transformer's checkpoint lacks them, and ``two_rate_inverse_sqrt`` trains them at --context-lr.
 """
 import math
 

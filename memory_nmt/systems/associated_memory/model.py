@@ -50,7 +50,7 @@ Choices the paper leaves open, and why:
 The encoder's output dict is fairseq's, with ``encoder_out`` replaced by H; beam search and the
 decoder need nothing else. A checkpoint of fairseq's plain ``transformer`` loads: the CAMN's
 parameters (``encoder.context_network``) keep their fresh initialisation (logged, ``systems/
-checkpoint_fit.py``) and ``two_rate_inverse_sqrt`` trains them at ``--memory-lr``.
+checkpoint_fit.py``) and ``two_rate_inverse_sqrt`` trains them at ``--context-lr``.
 """
 from contextlib import contextmanager
 from dataclasses import dataclass, field

@@ -41,7 +41,7 @@ Choices the paper leaves open, and why:
   model started from a transformer translates one-sentence documents as the transformer does
   (the same translations; scores equal up to the order of float sums); the parameters the model
   adds (segment embeddings, global layer, relative position terms) are its context parameters,
-  new in a transformer's checkpoint and trained at ``--memory-lr`` by ``two_rate_inverse_sqrt``.
+  new in a transformer's checkpoint and trained at ``--context-lr`` by ``two_rate_inverse_sqrt``.
 - The global layer is the paper's attention and gate, with no feed-forward block after it (the
   paper gives it none).
 - ``--max-relative-sentences K`` (default: ``--max-chunk-sentences`` − 1, nothing clipped) clips the
