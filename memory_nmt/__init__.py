@@ -23,11 +23,11 @@ Importing the package registers the systems, task, criterion and scheduler with 
 fairseq's checkpoints loadable under torch >= 2.6 (``checkpoint_loading.py``), lets fairseq's
 distributed training run under torchrun on CPU-only machines (``cpu_distributed.py``), and has
 the command lines print an error in what the user gave on one line, without a traceback
-(``plain_errors.py``).
+(``one_line_errors.py``).
 """
 from .checkpoint_loading import allow_fairseq_checkpoints
 from .cpu_distributed import allow_cpu_torchrun
-from .plain_errors import print_input_errors_plainly
+from .one_line_errors import print_input_errors_plainly
 
 allow_fairseq_checkpoints()
 allow_cpu_torchrun()

@@ -35,7 +35,7 @@ class PrepareError(TextFileError):
 
 
 @dataclass
-class Document:
+class DocumentSide:
     """One document of one side: its id, the line it starts on, its sentences (and SGML seg ids)."""
 
     doc_id: str
@@ -56,7 +56,7 @@ def read_blank_lines(path, prefix):
         sentence = clean(text)
         if sentence:
             if current is None:
-                current = Document(f"{prefix}-{len(documents)}", number)
+                current = DocumentSide(f"{prefix}-{len(documents)}", number)
             current.sentences.append(sentence)
         elif current is None:
             raise PrepareError(
@@ -77,7 +77,7 @@ def read_doc_markers(path, prefix):
     for number, text in numbered_lines(path):
         sentence = clean(text)
         if sentence == DOC_MARKER:
-            documents.append(Document(f"{prefix}-{len(documents)}", number))
+            documents.append(DocumentSide(f"{prefix}-{len(documents)}", number))
         elif not sentence:
             raise PrepareError(
                 f"{path}:{number}: empty line; every line must be a sentence or {DOC_MARKER}, "
@@ -106,7 +106,7 @@ def attributes(tag):
 
 
 def read_sgml(path, prefix):
-    """Documents of WMT SGML as {docid: Document}, in file order.
+    """Documents of WMT SGML as {docid: DocumentSide}, in file order.
 
     Only ``<seg>`` elements are text of the corpus: markup lines (``<p>``, ``<h1>``, ...) and
     stray text outside segments (the real files have some) are skipped, as WMT scoring does.
@@ -124,7 +124,7 @@ def read_sgml(path, prefix):
                 raise PrepareError(f"{where}: <doc> without a docid, or with spaces in it; fix it")
             if docid in documents:
                 raise PrepareError(f"{where}: docid {docid} used twice; docids must be unique")
-            current = documents[docid] = Document(f"{prefix}-{docid}" if prefix else docid, number)
+            current = documents[docid] = DocumentSide(f"{prefix}-{docid}" if prefix else docid, number)
         for seg in SGML_SEG.finditer(text):
             seg_id = attributes(seg[1]).get("id")
             sentence = clean(html.unescape(seg[2]))
@@ -153,7 +153,7 @@ def read_sgml(path, prefix):
 
 
 def read_side(path, input_format, prefix):
-    """The documents of one side as {key: Document} (position or docid), never empty."""
+    """The documents of one side as {key: DocumentSide} (position or docid), never empty."""
     if input_format == "sgml":
         documents = read_sgml(path, prefix)
     else:

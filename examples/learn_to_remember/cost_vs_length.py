@@ -61,7 +61,7 @@ from memory_nmt_tools.benchmark_decoding import (  # noqa: E402
     step_batches,
 )
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
-from memory_nmt.evaluation.synthetic import Document  # noqa: E402
+from memory_nmt.evaluation.synthetic import SyntheticDocument  # noqa: E402
 from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
 from memory_nmt_tools.paths import check_paths  # noqa: E402
 
@@ -112,7 +112,7 @@ def parse_args(argv=None):
     return args
 
 
-def random_document(tokens: int, sentence_tokens: int, vocabulary: int, seed: int) -> Document:
+def random_document(tokens: int, sentence_tokens: int, vocabulary: int, seed: int) -> SyntheticDocument:
     """``tokens`` random words in sentences of ``sentence_tokens``; the target is another draw."""
     rng = random.Random(seed)
 
@@ -120,7 +120,7 @@ def random_document(tokens: int, sentence_tokens: int, vocabulary: int, seed: in
         words = [f"w{rng.randrange(vocabulary)}" for _ in range(tokens)]
         return [" ".join(words[i:i + sentence_tokens]) for i in range(0, tokens, sentence_tokens)]
 
-    return Document(source=sentences(), target=sentences())
+    return SyntheticDocument(source=sentences(), target=sentences())
 
 
 def document_model(args, plain, vocabulary):
@@ -141,7 +141,7 @@ def decoding(name, model, document, vocabulary, args, stream):
     """(generator, batches) that decode ``document`` the way model ``name`` does, every output
     forced to the length of its input sentence (for ``document``, the whole document)."""
     if name == "document":
-        document = Document(source=[" ".join(document.source)], target=[" ".join(document.target)])
+        document = SyntheticDocument(source=[" ".join(document.source)], target=[" ".join(document.target)])
     cls = DocumentSequenceGenerator if name == "memory" else SequenceGenerator
     batches = step_batches(document_dataset([document], vocabulary, vocabulary, stream), 1, args.device)
     return generator(cls, model, vocabulary, args, len(document.source[0].split())), batches

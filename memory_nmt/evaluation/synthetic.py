@@ -170,7 +170,10 @@ class ContextWord:
 
 
 @dataclass
-class Document:
+class SyntheticDocument:
+    """A generated document: its source and target sentences, and the words whose translation
+    depends on an earlier sentence (each with its cue)."""
+
     source: List[str]
     target: List[str]
     context_words: List[ContextWord] = field(default_factory=list)
@@ -223,7 +226,7 @@ def _sense_sentence(rng: random.Random, word: str, gender: str, senses: Dict[str
     ])
 
 
-def _document(rng: random.Random, num_sentences: int, shape: DocumentShape = DocumentShape()) -> Document:
+def _document(rng: random.Random, num_sentences: int, shape: DocumentShape = DocumentShape()) -> SyntheticDocument:
     """Topic sentence, then shuffled blocks: pronoun blocks (noun, fillers, "it") and sense
     sentences (by default half of the blocks each, so about half the sentences hold a context
     word)."""
@@ -263,11 +266,11 @@ def _document(rng: random.Random, num_sentences: int, shape: DocumentShape = Doc
                                      [PRONOUNS[g] for g in GENDERS if g != gender], block[1]))
             pairs.append(_pronoun_sentence(rng, PRONOUNS[gender], lexicon))
     assert len(pairs) == num_sentences
-    return Document([s for s, _ in pairs], [t for _, t in pairs], items)
+    return SyntheticDocument([s for s, _ in pairs], [t for _, t in pairs], items)
 
 
 def generate_documents(num_documents: int, seed: int, min_sentences: int = 4, max_sentences: int = 8,
-                       shape: DocumentShape = DocumentShape()) -> List[Document]:
+                       shape: DocumentShape = DocumentShape()) -> List[SyntheticDocument]:
     """``num_documents`` documents of ``min_sentences`` to ``max_sentences`` sentences (uniform)
     of ``shape``."""
     if not 1 <= min_sentences <= max_sentences:
@@ -276,12 +279,12 @@ def generate_documents(num_documents: int, seed: int, min_sentences: int = 4, ma
     return [_document(rng, rng.randint(min_sentences, max_sentences), shape) for _ in range(num_documents)]
 
 
-def generate_long_document(num_sentences: int, seed: int) -> Document:
+def generate_long_document(num_sentences: int, seed: int) -> SyntheticDocument:
     """One document of exactly ``num_sentences`` sentences (its topic is set by sentence 0)."""
     return _document(random.Random(seed), num_sentences)
 
 
-def write_documents(documents: Sequence[Document], prefix: str, source_lang: str = "en",
+def write_documents(documents: Sequence[SyntheticDocument], prefix: str, source_lang: str = "en",
                     target_lang: str = "de") -> None:
     """Writes ``{prefix}.{lang}`` (documents separated by one empty line), ``{prefix}.flat.{lang}``
     (one sentence a line, no empty lines) and ``{prefix}.docids`` (``doc0``, ... per sentence)."""
@@ -301,7 +304,7 @@ def write_documents(documents: Sequence[Document], prefix: str, source_lang: str
         f.writelines(f"doc{i}\n" for i, doc in enumerate(documents) for _ in doc.source)
 
 
-def context_accuracy(documents: Sequence[Document],
+def context_accuracy(documents: Sequence[SyntheticDocument],
                      hypotheses: Sequence[Sequence[str]]) -> Dict[str, Tuple[int, int]]:
     """(correct, total) per phenomenon ("pronoun", "sense"), per phenomenon and distance to its
     cue ("pronoun d=1": the previous sentence, "pronoun d>1": further back; likewise "sense d=1",
@@ -323,7 +326,7 @@ def context_accuracy(documents: Sequence[Document],
     return {key: (c, t) for key, (c, t) in counts.items()}
 
 
-def contrastive_items(documents: Sequence[Document]) -> List[dict]:
+def contrastive_items(documents: Sequence[SyntheticDocument]) -> List[dict]:
     """One contrastive item per context word, in the json of Voita et al. (2019) (``src``, ``dst``,
     ``true_ind``, ``ctx_dist``; sentences joined by " _eos "): the document up to the word's
     sentence, and its reference against the same sentence with each wrong word instead."""

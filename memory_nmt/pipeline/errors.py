@@ -3,7 +3,7 @@
 Each is an ``InputError`` whose message names the option, the file and line, the document and
 sentence, or the parameter, and says what to do. They are the user's to fix, not the code's, so
 the command lines print them on one line, as argparse prints a bad option, without a traceback
-(``memory_nmt/plain_errors.py``); from Python they are ordinary ``ValueError``\\ s.
+(``memory_nmt/one_line_errors.py``); from Python they are ordinary ``ValueError``\\ s.
 """
 
 

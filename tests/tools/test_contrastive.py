@@ -262,7 +262,7 @@ def pronoun_documents(count, seed):
     for document in synthetic.generate_documents(count, seed=seed, min_sentences=4, max_sentences=4):
         (word,) = [w for w in document.context_words if w.phenomenon == "pronoun"]
         end = word.sentence + 1
-        documents.append(synthetic.Document(document.source[:end], document.target[:end], [word]))
+        documents.append(synthetic.SyntheticDocument(document.source[:end], document.target[:end], [word]))
     return documents
 
 

@@ -5,7 +5,7 @@ ablations of the paper's Table 3 are options of the model.
 
 ``global_context.py`` the global layer (segment-level relative attention, gated fusion) and the
 sentence-to-sentence weights of its attention (the paper's Figure 4);
-``previous_sentence.py`` the decoder's self-attention over the previous sentence, Transformer-XL
+``target_context.py`` the decoder's self-attention over the previous sentence, Transformer-XL
 style; ``model.py`` ``transformer_local_global``, its encoder, decoder and architectures;
 ``carry.py`` what a lane carries from one sentence of its chunk to the next.
 """

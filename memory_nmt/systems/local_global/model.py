@@ -18,7 +18,7 @@ the layout of every checkpoint saved before the option existed: its saved option
 ``LocalGlobalOptions.apply`` gives it ``extra``, so it loads and translates as it did.
 
 Decoder (section 4.2): fairseq's decoder whose self-attention also reads the previous target
-sentence of the chunk, Transformer-XL style, with no gradient into it (``previous_sentence.py``).
+sentence of the chunk, Transformer-XL style, with no gradient into it (``target_context.py``).
 
 The ablations of the paper's Table 3, each removing one part (and its parameters):
 ``--no-document-encoding`` (its "Sent2Doc" row: each sentence's encoder reads that sentence
@@ -81,7 +81,7 @@ from ..options import SystemOptions
 from ..sizes import small_transformer
 from .carry import ChunkCarry, padded_to
 from .global_context import ChunkWords, GlobalContextLayer, sentence_attention
-from .previous_sentence import PreviousSentence, PreviousSentenceAttention, aligned_right
+from .target_context import PreviousSentence, PreviousSentenceAttention, aligned_right
 
 
 def previous_rows(chunk_ids: Tensor, positions: Tensor) -> Tensor:
