@@ -236,7 +236,8 @@ def load_for_decoding(args, name, path):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     parser = options.get_generation_parser()
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, [args.data, *decoding_options(args, name, path)]))
+    given = options.parse_args_and_arch(parser, [args.data, *decoding_options(args, name, path)])
+    cfg = convert_namespace_to_omegaconf(given)
     utils.import_user_module(cfg.common)
     task = tasks.setup_task(cfg.task)
     (model,), _ = checkpoint_utils.load_model_ensemble([path], arg_overrides=args.overrides.get(name), task=task)
