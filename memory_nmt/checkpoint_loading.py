@@ -88,11 +88,10 @@ def allow_fairseq_checkpoints():
         if os.path.isfile(filename):
             state = load_checkpoint_file(filename, map_location="cpu", mmap=zipfile.is_zipfile(filename))
             saved_with = (state.get("cfg") or {}).get("model") or state.get("args")
-            resumed_from = ("--save-dir" if self.cfg.checkpoint.restore_file == "checkpoint_last.pt"
+            resumed_from = (None if starts_from_weights(self.cfg.checkpoint, filename, reset_optimizer)
+                            else "--save-dir" if self.cfg.checkpoint.restore_file == "checkpoint_last.pt"
                             else "--restore-file")
-            check_system(filename, saved_with, state["model"], self.get_model(), self.cfg.model,
-                         resumed_from=None if starts_from_weights(self.cfg.checkpoint, filename, reset_optimizer)
-                         else resumed_from)
+            check_system(filename, saved_with, state["model"], self.get_model(), self.cfg.model, resumed_from)
         return fairseq_load(self, filename, reset_optimizer, *args, **kwargs)
 
     load_checkpoint.checks_the_system = True

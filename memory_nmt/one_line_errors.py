@@ -47,11 +47,11 @@ def print_input_errors_plainly():
     def excepthook(kind, error, traceback):
         if kind is Exception and isinstance(error.__context__, InputError):  # fairseq's wrapping
             kind, error = type(error.__context__), error.__context__
-        if is_undecodable_input(kind, traceback):
+        undecodable = is_undecodable_input(kind, traceback)
+        if undecodable:
             error = (f"the input is not valid UTF-8 (byte 0x{error.object[error.start]:02x}, {error.start + 1} bytes "
                      "into what was read): give the input in UTF-8, e.g. convert it with iconv")
-        if (issubclass(kind, InputError) or is_undecodable_input(kind, traceback)
-                or (is_command_line_check(kind, traceback) and str(error))):
+        if issubclass(kind, InputError) or undecodable or (is_command_line_check(kind, traceback) and str(error)):
             program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
             print(f"{program}: error: {error}", file=sys.stderr)
         else:

@@ -15,10 +15,10 @@ def at_least(low: int):
     return refusing_outside(int, Range(low))
 
 
-def as_declared(config_class, name: str, convert=int):
-    """argparse's type for the plugin's option ``name``: refused outside the range its field of
-    ``config_class`` declares."""
-    return refusing_outside(convert, dict(ranges_of(config_class))[name])
+def as_declared(config_class, name: str):
+    """argparse's type for the plugin's whole-number option ``name``: refused outside the range its
+    field of ``config_class`` declares."""
+    return refusing_outside(int, dict(ranges_of(config_class))[name])
 
 
 def comma_separated(convert):

@@ -127,7 +127,7 @@ def reach_label(reach) -> str:
 def memory_row(reach, across: str) -> Tuple[str, List[str]]:
     """The memory model's row label and options with ``--gradient-reach reach`` and
     ``--gradient-across-windows across`` (named in the label where it is not the default)."""
-    named = "" if across == DEFAULT_ACROSS_WINDOWS or reach == 0 else f", {across}"
+    named = "" if across == DEFAULT_ACROSS_WINDOWS else f", {across}"
     return (f"memory, {reach_label(reach)}{named}",
             MEMORY + ["--gradient-reach", str(reach), "--gradient-across-windows", across])
 
@@ -137,8 +137,7 @@ def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
     the memory model with the first of --gradient-reaches and the default across windows
     (``recompute`` where ``drop`` would cut every gradient across sentences, as the task refuses),
     "memory_recompute" the same recomputing the window before."""
-    window = parse_window(args.optimization_window)
-    across = {reach: "recompute" if drop_cuts_every_gradient(window, reach) else DEFAULT_ACROSS_WINDOWS
+    across = {reach: "recompute" if drop_cuts_every_gradient(args.window, reach) else DEFAULT_ACROSS_WINDOWS
               for reach in args.gradient_reaches}
     first, *others = args.gradient_reaches
     systems = {
@@ -195,7 +194,7 @@ def parse_args(argv=None):
     if (args.fp16 or args.bf16) and args.device != "cuda":
         parser.error("--fp16 and --bf16 need --device cuda")
     try:
-        parse_window(args.optimization_window)
+        args.window = parse_window(args.optimization_window)
     except DocumentDataError as error:
         parser.error(str(error))
     unknown = [name for name in args.systems if name not in OTHER_SYSTEMS]
@@ -390,22 +389,19 @@ def profile(system, trainer, batches, args):
     print(profiler.key_averages().table(sort_by=sort, row_limit=12))
 
 
-def trainers_and_batches(systems, data, args):
-    """The trainer and the batches of each of ``systems`` that can train at --max-tokens, by name,
-    and why each other one cannot (the task's message); a row of COMPARED_WITH that cannot stops
-    the run with it."""
-    trainers, batches, unmeasured = {}, {}, {}
+def batches_of(systems, data, args):
+    """The batches (and with them the trainer) of each of ``systems`` that can train at
+    --max-tokens, by name, and why each other one cannot (the task's message); a row of
+    COMPARED_WITH that cannot stops the run with it."""
+    batches, unmeasured = {}, {}
     for system in systems:
-        trainer = trainer_of(system, data, args)
         try:
-            batches[system] = Batches(trainer)
+            batches[system] = Batches(trainer_of(system, data, args))
         except InputError as error:
             if system in COMPARED_WITH:
                 raise
             unmeasured[system] = str(error)
-        else:
-            trainers[system] = trainer
-    return trainers, batches, unmeasured
+    return batches, unmeasured
 
 
 def main(argv=None):
@@ -415,7 +411,8 @@ def main(argv=None):
     if args.measure_peak:
         return measure_peak(args)
     systems = systems_of(args)
-    trainers, batches, unmeasured = trainers_and_batches(systems, data, args)
+    batches, unmeasured = batches_of(systems, data, args)
+    trainers = {system: measured.trainer for system, measured in batches.items()}
     for system, trainer in trainers.items():
         train_updates(trainer, batches[system], args.warmup, args.device)
     seconds = dict.fromkeys(trainers, 0.0)

@@ -245,13 +245,14 @@ def load_for_decoding(args, name, path):
 
 
 @contextmanager
-def named_errors(name):
-    """The plugin's errors about what system ``name`` was given (its data, its options), naming it."""
+def named_errors(name, kind=None):
+    """The plugin's errors of ``kind`` (by default any about what the user gave: data, options) as a
+    ``ComparisonError`` naming ``name``, the system or the option they come from."""
     from memory_nmt.pipeline.errors import InputError
 
     try:
         yield
-    except InputError as error:
+    except kind or InputError as error:
         raise ComparisonError(f"{name}: {error}") from None
 
 
@@ -315,6 +316,8 @@ def contrastive_items(args):
     """The items of ``--contrastive FORMAT FILE...``, or None without it."""
     if not args.contrastive:
         return None
+    from memory_nmt.evaluation.contrastive import ContrastiveDataError
+
     from . import contrastive_eval
 
     expected = contrastive_eval.FILES.get(args.contrastive[0])
@@ -323,7 +326,7 @@ def contrastive_items(args):
             f"--contrastive {' '.join(args.contrastive)}: give a format and its files: "
             + "; ".join(f"{name} {' '.join(files)}" for name, files in contrastive_eval.FILES.items())
         )
-    with contrastive_errors():
+    with named_errors("--contrastive", ContrastiveDataError):
         return contrastive_eval.read_items(contrastive_options(args))
 
 
@@ -338,7 +341,7 @@ def contrastive_scores(args, name, path, items, use_cuda):
 
     from . import contrastive_eval
 
-    with contrastive_errors():
+    with named_errors("--contrastive", contrastive.ContrastiveDataError):
         model, task, _ = contrastive_eval.load(path, args.data, use_cuda, args.overrides.get(name))
         model_items = contrastive_eval.preprocessed(items, contrastive_options(args), task.cfg.source_lang,
                                                     task.cfg.target_lang)
@@ -355,16 +358,6 @@ def split_cxmi(args, name, path, workdir, use_cuda):
         path, args.data, args.gen_subset, workdir, max_tokens=args.max_tokens, batch_size=args.batch_size,
         use_cuda=use_cuda, model_overrides=args.overrides.get(name),
     )
-
-
-@contextmanager
-def contrastive_errors():
-    from memory_nmt.evaluation.contrastive import ContrastiveDataError
-
-    try:
-        yield
-    except ContrastiveDataError as error:
-        raise ComparisonError(f"--contrastive: {error}") from None
 
 
 def measure_in_subprocess(args, name, path, length, workdir):

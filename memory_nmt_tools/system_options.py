@@ -21,18 +21,16 @@ def options_parser(arch: str, task: str, criterion: str) -> argparse.ArgumentPar
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.tasks import TASK_REGISTRY
 
+    parser = argparse.ArgumentParser(
+        prog=f"fairseq-train DATA --user-dir memory_nmt --task {task} --arch {arch} --criterion {criterion}",
+        add_help=False, allow_abbrev=False,
+    )
     for kind, name, registry in (("--arch", arch, ARCH_MODEL_REGISTRY), ("--task", task, TASK_REGISTRY),
                                  ("--criterion", criterion, CRITERION_REGISTRY)):
         if name not in registry:
             raise SystemExit(f"system_options.py: error: {kind} {name}: not registered; give one of "
                              f"{', '.join(sorted(registry))}")
-    parser = argparse.ArgumentParser(
-        prog=f"fairseq-train DATA --user-dir memory_nmt --task {task} --arch {arch} --criterion {criterion}",
-        add_help=False, allow_abbrev=False,
-    )
-    ARCH_MODEL_REGISTRY[arch].add_args(parser.add_argument_group(f"--arch {arch}"))
-    TASK_REGISTRY[task].add_args(parser.add_argument_group(f"--task {task}"))
-    CRITERION_REGISTRY[criterion].add_args(parser.add_argument_group(f"--criterion {criterion}"))
+        registry[name].add_args(parser.add_argument_group(f"{kind} {name}"))
     return parser
 
 

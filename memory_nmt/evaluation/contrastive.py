@@ -78,11 +78,11 @@ class ContrastiveItem:
                 f"{self.where}: an item needs at least two candidates and a correct one among "
                 f"them (got {len(self.candidates)} candidates, correct index {self.correct})"
             )
-        same = [index for index, candidate in enumerate(self.candidates)
-                if index != self.correct and candidate == self.candidates[self.correct]]
-        if same:
+        same = next((index for index, candidate in enumerate(self.candidates)
+                     if index != self.correct and candidate == self.candidates[self.correct]), None)
+        if same is not None:
             raise ContrastiveDataError(
-                f"{self.where}: candidate {same[0]} is the same sentence as the correct candidate ({self.correct}) "
+                f"{self.where}: candidate {same} is the same sentence as the correct candidate ({self.correct}) "
                 "(as the file gives it, or once tokenized), so the item could never be scored right; every other "
                 "candidate must differ from the correct one"
             )

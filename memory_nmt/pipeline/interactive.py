@@ -24,6 +24,7 @@ chunk as fairseq-generate makes it (the hub places all its documents at once). C
 and logged with the count at the 1st, 10th, 100th, ... cut.
 """
 import logging
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -69,11 +70,11 @@ class InteractiveSession:
         self.pending = deque()
         self.chunk_sentences: Optional[int] = None  # the model's, when it reads whole chunks
         self.chunks_cut_by_buffers = 0
-        self.input_is_lines = True  # fairseq-interactive's: a place is an input line; the hub's: a sentence
         self.begin_input()
 
     def begin_input(self, input_is_lines: bool = True):
-        """Number the lines to come from 1, and their documents."""
+        """Number the lines to come from 1, and their documents; ``input_is_lines``: a place is an
+        input line (fairseq-interactive's), else a sentence of the documents given (the hub's)."""
         self.input_is_lines = input_is_lines
         self.lines_placed = 0
         self.documents_begun = 0
@@ -153,15 +154,18 @@ class InteractiveSession:
         return finished
 
 
+UNDECODED_BYTE = re.compile("[\udc80-\udcff]")  # a byte Python's surrogateescape could not decode
+
+
 def check_decoded(line: str, where: str):
     """Refuse a line that was not valid UTF-8: Python reads such bytes from a standard input as
     lone surrogates (its ``surrogateescape``), which the dictionary would take as unknown words."""
-    for index, character in enumerate(line):
-        if "\udc80" <= character <= "\udcff":
-            raise DocumentDataError(
-                f"{where}: not valid UTF-8 (character {index + 1} of the line, byte "
-                f"0x{ord(character) - 0xDC00:02x}); give the input in UTF-8, e.g. convert it with iconv"
-            )
+    undecodable = UNDECODED_BYTE.search(line)
+    if undecodable:
+        raise DocumentDataError(
+            f"{where}: not valid UTF-8 (character {undecodable.start() + 1} of the line, byte "
+            f"0x{ord(undecodable[0]) - 0xDC00:02x}); give the input in UTF-8, e.g. convert it with iconv"
+        )
 
 
 class InteractiveLines(FairseqDataset):

@@ -56,7 +56,6 @@ Widths = Dict[Document, list]  # each document's sentences' widths, as its row l
 STARVED_LANES = 0.25  # a step with fewer than this share of the epoch's lanes trains on few sentences
 STARVED_STEPS = 0.25  # ... and more than this share of such steps, from a document more than
 LONGEST_OVER_SHARE = 2  # ... this many times an even share of the sentences over the lanes, is said in the log
-WARNED_OF = set()  # documents already named in this process's log
 
 
 def forward_passes(widths: Sequence[int], max_passes: int) -> Tuple[int, List[List[int]]]:
@@ -208,14 +207,14 @@ class RefilledLanes:
                     step for group, streams in enumerate(fill_lanes(order, lanes))
                     for step in stream_steps(dataset.stream, group, streams, widths, layout)
                 ]
-                if shard == request.shard_id == 0:
-                    warn_of_starved_steps(steps, lanes, order, request.epoch)
+                if shard == request.shard_id == 0 and request.epoch == 1:
+                    warn_of_starved_steps(steps, lanes, order)
                 per_shard.append(windows_of_groups(steps, self.window))
         return EpochItems.planned(dataset, per_shard, request.shard_id, windows=True)
 
 
-def warn_of_starved_steps(steps: Sequence[SentenceStep], lanes: int, documents: Sequence[Document], epoch: int):
-    """Say in the log (once a run) when a document much longer than the others starves the lanes:
+def warn_of_starved_steps(steps: Sequence[SentenceStep], lanes: int, documents: Sequence[Document]):
+    """Say in the log (at the first epoch) when a document much longer than the others starves the lanes:
     it runs on alone once they have ended (a lane holds one document at a time, and a document is
     never cut), each of its steps an update of a few sentences. Said when it alone is more than
     twice the steps an even share of the sentences over the lanes would take, and more than a
@@ -224,17 +223,15 @@ def warn_of_starved_steps(steps: Sequence[SentenceStep], lanes: int, documents: 
     longest = max(documents, key=lambda document: document.length)
     even_share = sum(document.length for document in documents) / lanes
     starved = sum(len(step.lanes) < STARVED_LANES * lanes for step in steps)
-    if (lanes < 2 or longest.length <= LONGEST_OVER_SHARE * even_share or starved <= STARVED_STEPS * len(steps)
-            or longest.doc_id in WARNED_OF):
+    if lanes < 2 or longest.length <= LONGEST_OVER_SHARE * even_share or starved <= STARVED_STEPS * len(steps):
         return
-    WARNED_OF.add(longest.doc_id)
     typical = sorted(document.length for document in documents)[len(documents) // 2]
     logger.warning(
-        "training batches of epoch %d: %d of its %d sentence steps (%.0f%%) hold fewer than a quarter of its %d "
+        "training batches of epoch 1: %d of its %d sentence steps (%.0f%%) hold fewer than a quarter of its %d "
         "lanes: document %r has %d sentences, where half the documents have at most %d, and runs on after the others "
         "have ended (a document is never cut into lanes), so those updates train on few sentences: split such "
         "documents in the document index if their parts may lose each other's context (docs/troubleshooting.md)",
-        epoch, starved, len(steps), 100 * starved / len(steps), lanes, longest.doc_id, longest.length, typical,
+        starved, len(steps), 100 * starved / len(steps), lanes, longest.doc_id, longest.length, typical,
     )
 
 

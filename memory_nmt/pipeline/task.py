@@ -58,9 +58,8 @@ DEFAULT_WINDOW = "4"  # four sentence steps an update: chosen by time to quality
 DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
 PLAN = "plan_digest"  # in the training iterator's state: a digest of its epoch's batches
 TRAINING_OPTIONS = "training_options"  # in the training iterator's state: the plugin's options it trained with
-# the plugin's training options, the first for every system, the others for training in lanes
-TASK_TRAINING_OPTIONS = ("training_batches", "optimization_window", "lane_rows", "passes_per_step")
-CRITERION_TRAINING_OPTIONS = ("gradient_reach", "gradient_across_windows", "max_graph_tokens")
+LANE_TRAINING_OPTIONS = ("optimization_window", "lane_rows", "passes_per_step")  # the task's, for training in lanes
+CRITERION_TRAINING_OPTIONS = ("gradient_reach", "gradient_across_windows", "max_graph_tokens")  # ... the criterion's
 
 
 def fingerprint(dictionary) -> str:
@@ -346,10 +345,10 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         """The plugin's options that shape how the model trains, flag to value as its command line
         gives it, for the training iterator's state: --training-batches, and those of training in
         lanes where the model trains in lanes (elsewhere they do nothing)."""
-        names = TASK_TRAINING_OPTIONS if self.regime.unit == "lanes" else TASK_TRAINING_OPTIONS[:1]
-        values = {name: getattr(self.cfg, name) for name in names}
+        values = {"training_batches": self.cfg.training_batches}
         if self.regime.unit == "lanes":
-            values.update(self.criterion_training_options)
+            values.update({name: getattr(self.cfg, name) for name in LANE_TRAINING_OPTIONS},
+                          **self.criterion_training_options)
         return {flag_of(name): "none" if value is None else str(value) for name, value in values.items()}
 
     def get_batch_iterator(

@@ -43,23 +43,29 @@ def test_an_option_out_of_range_is_refused_as_the_command_line_is_read(data_bin,
     assert refused_option(capsys, data_bin, *TINY_MODEL, *arguments).endswith(message)
 
 
-def test_a_model_override_of_the_wrong_type_names_the_option(data_bin, tmp_path):
+@pytest.fixture(scope="module")
+def local_global_checkpoint(data_bin, tmp_path_factory):
+    """(task, checkpoint) of a tiny local+global model, untrained."""
+    task, model, _, cfg = build(data_bin, *LOCAL_GLOBAL)
+    path = tmp_path_factory.mktemp("local_global") / "checkpoint.pt"
+    save_checkpoint(model, cfg, path)
+    return task, path
+
+
+def test_a_model_override_of_the_wrong_type_names_the_option(local_global_checkpoint):
     """``--model-overrides "{'chunk_sentences': 'x'}"`` went on to a TypeError."""
     from fairseq import checkpoint_utils
 
-    task, model, _, cfg = build(data_bin, *LOCAL_GLOBAL)
-    save_checkpoint(model, cfg, tmp_path / "checkpoint.pt")
+    task, checkpoint = local_global_checkpoint
     with pytest.raises(OptionError, match=r"^--chunk-sentences 'x': give a number, 1 to 1000$"):
-        checkpoint_utils.load_model_ensemble([str(tmp_path / "checkpoint.pt")], arg_overrides={"chunk_sentences": "x"},
-                                             task=task)
+        checkpoint_utils.load_model_ensemble([str(checkpoint)], arg_overrides={"chunk_sentences": "x"}, task=task)
 
 
-def test_a_model_override_that_reshapes_the_model_is_named(data_bin, tmp_path):
+def test_a_model_override_that_reshapes_the_model_is_named(data_bin, local_global_checkpoint):
     """``--model-overrides "{'no_fusion_gate': True}"`` was answered with advice about the
     checkpoint's architecture options and the data's dictionary only."""
-    _, model, _, cfg = build(data_bin, *LOCAL_GLOBAL)
-    save_checkpoint(model, cfg, tmp_path / "checkpoint.pt")
-    done = subprocess.run(generating(data_bin, tmp_path / "checkpoint.pt", "--model-overrides",
+    _, checkpoint = local_global_checkpoint
+    done = subprocess.run(generating(data_bin, checkpoint, "--model-overrides",
                                      "{'no_fusion_gate': True}"), capture_output=True, text=True)
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1].endswith(

@@ -53,13 +53,18 @@ def run_script(name, *arguments):
     return done.stdout
 
 
+def rows_of(table: str) -> dict:
+    """{row label: its cells} of the training benchmark's table of models."""
+    return {label: cells.split() for label, cells in re.findall(r"^  (\S.*?\S)  +(\d.*)$", table, re.M)}
+
+
 def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path):
     table = run_script(
         "benchmark_training.py", "--documents", "40", "--warmup", "1", "--updates", "1", "--repeats", "1",
         "--gradient-reaches", "window,0", "--optimization-window", "2", "--systems", "amn", "--workdir", str(tmp_path),
     )
     rows_table, decomposition = table.split("arithmetic per target token in F = ")
-    rows = {label: cells.split() for label, cells in re.findall(r"^  (\S.*?\S)  +(\d.*)$", rows_table, re.M)}
+    rows = rows_of(rows_table)
     assert set(rows) == {"transformer", "transformer, document batches", "memory, window", "memory, window, recompute",
                          "memory, reach 0", "associated memory"}
     assert all(len(cells) == 11 for cells in rows.values())
@@ -115,7 +120,7 @@ def test_training_benchmark_measures_the_other_rows_when_a_chunk_does_not_fit(da
         "--gradient-reaches", "0", "--systems", "local_global",
     ])
     table, decomposition = capsys.readouterr().out.split("arithmetic per target token in F = ")
-    rows = {label: cells.split() for label, cells in re.findall(r"^  (\S.*?\S)  +(\d.*)$", table, re.M)}
+    rows = rows_of(table)
     assert set(rows) == {"transformer", "transformer, document batches", "memory, reach 0"}
     assert all(len(cells) == 11 for cells in rows.values())
     assert re.search(r"^  local\+global, chunks of 20 +not measured at --max-tokens 30: the chunk of \d+ sentences "

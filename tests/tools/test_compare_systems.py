@@ -4,7 +4,6 @@ CXMI) run on their own."""
 import io
 import json
 import re
-import shutil
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -177,17 +176,7 @@ def test_a_failed_step_points_at_a_log_that_is_kept(monkeypatch, tmp_path, data_
 
 
 @pytest.fixture(scope="module")
-def chosen_context_checkpoints(data_bin, tmp_path_factory):
-    """Associated memories whose data chooses their context sentences, untrained: (random, next)."""
-    root = tmp_path_factory.mktemp("chosen_context")
-    for choice in ("random", "next"):
-        _, model, _, cfg = build(data_bin, *AMN, "--context-choice", choice)
-        save_checkpoint(model, cfg, root / f"{choice}.pt")
-    return root / "random.pt", root / "next.pt"
-
-
-@pytest.fixture(scope="module")
-def what_a_user_sees(data_bin, chosen_context_checkpoints, tmp_path_factory):
+def what_a_user_sees(data_bin, tmp_path_factory):
     """The lines each situation of ``test_what_a_new_user_hits`` prints (a function of the situation,
     each run once), paths relative to its folder:
 
@@ -196,10 +185,15 @@ def what_a_user_sees(data_bin, chosen_context_checkpoints, tmp_path_factory):
     - "run": r and n (--context-choice next) compared with contrastive items and --lengths 3,
       n's checkpoint gone when its document is measured, its last step (stdout, then the error);
     - "run json": that run's --json: whether complete, its error's first line, each system's figures
-      (the names of those it holds)."""
+      (the names of those it holds).
+
+    r and n are associated memories whose data chooses their context sentences, untrained (n's
+    checkpoint in the folder, which the run removes)."""
     root = tmp_path_factory.mktemp("what_a_user_sees")
-    random_checkpoint, next_checkpoint = chosen_context_checkpoints
-    shutil.copy(next_checkpoint, root / "next.pt")  # removed by the run
+    random_checkpoint = root / "random.pt"
+    for choice, path in (("random", random_checkpoint), ("next", root / "next.pt")):
+        _, model, _, cfg = build(data_bin, *AMN, "--context-choice", choice)
+        save_checkpoint(model, cfg, path)
     one_document = root / "one-document"
     one_document.mkdir()
     for path in data_bin.iterdir():
