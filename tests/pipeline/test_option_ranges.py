@@ -19,7 +19,7 @@ from memory_nmt.pipeline.option_ranges import flag_of
 from memory_nmt.pipeline.task import DocumentTranslationConfig
 from memory_nmt.systems.associated_memory.model import AssociatedMemoryOptions
 from memory_nmt.systems.context_concat.model import ContextConcatOptions
-from memory_nmt.systems.local_global.model import LocalGlobalOptions
+from memory_nmt.systems.local_global.options import LocalGlobalOptions
 from memory_nmt.systems.options import SystemOptions
 from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryOptions
 from memory_nmt.systems.two_rate_schedule import TwoRateInverseSqrtConfig

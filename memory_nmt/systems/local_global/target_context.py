@@ -22,9 +22,20 @@ time reads the states carried from the previous sentence (``memory``, one tensor
 words aligned to the right, next to the current sentence). A whole-sentence call records each
 layer's input (``states``) for the next sentence. In incremental decoding the previous
 sentence's keys and values are computed at the first step and kept with the words' own.
+
+How it reaches the self-attention: fairseq's decoder calls its layers, and they their
+self-attention, with fixed arguments, none of which can carry it (the one made per call, the
+incremental state, is None in training). So the decoder has it read for the length of one call
+(``PreviousSentence.read``), through a context variable set when the call starts and reset when
+it returns, not an attribute of any module: nothing of one call is left for the next, each thread
+has its own, and a self-attention called outside a decoder call fails. In beam search each step is
+a decoder call with the ``encoder_out`` fairseq reordered with the beams, and the keys and values
+kept from the first step are reordered with the incremental state, as fairseq's are.
 """
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import torch
 from fairseq import utils
@@ -40,6 +51,10 @@ def aligned_right(states: Tensor, padding: Optional[Tensor]):
         return states, torch.zeros(states.size(1), states.size(0), dtype=torch.bool, device=states.device)
     order = torch.sort((~padding).long(), dim=1, stable=True).indices  # padding first, words in order
     return states.gather(0, order.t().unsqueeze(-1).expand(-1, -1, states.size(-1))), padding.gather(1, order)
+
+
+# what the self-attention layers read in the decoder call under way (``PreviousSentence.read``)
+_PREVIOUS_SENTENCE_OF_THE_CALL: ContextVar[Optional["PreviousSentence"]] = ContextVar("previous_sentence", default=None)
 
 
 @dataclass
@@ -68,6 +83,23 @@ class PreviousSentence:
             inputs.size(1), 0, dtype=torch.bool, device=inputs.device
         )
 
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """Inside the block (one decoder call), every ``PreviousSentenceAttention`` reads this previous sentence."""
+        token = _PREVIOUS_SENTENCE_OF_THE_CALL.set(self)
+        try:
+            yield
+        finally:
+            _PREVIOUS_SENTENCE_OF_THE_CALL.reset(token)
+
+    @staticmethod
+    def of_the_call() -> "PreviousSentence":
+        """The previous sentence the decoder call under way reads; outside one, an error."""
+        previous = _PREVIOUS_SENTENCE_OF_THE_CALL.get()
+        if previous is None:
+            raise RuntimeError("PreviousSentenceAttention was called outside its decoder's forward pass")
+        return previous
+
 
 class RelativePositions(nn.Module):
     """Transformer-XL's relative position terms of one attention: ``u``, ``v`` and ``W_R``, zero at first."""
@@ -87,13 +119,13 @@ class RelativePositions(nn.Module):
 
 class PreviousSentenceAttention(MultiheadAttention):
     """fairseq's decoder self-attention (its projections, so a transformer's weights load), reading
-    the previous sentence's states first; set ``layer`` and, around each decoder call, ``previous``."""
+    first the states of the previous sentence that the decoder call under way gives
+    (``PreviousSentence.read``); ``layer``, its index among the decoder's layers, is set by the decoder."""
 
     def __init__(self, embed_dim: int, heads: int, dropout: float):
         super().__init__(embed_dim, heads, dropout=dropout, self_attention=True)
         self.relative_positions = RelativePositions(embed_dim, heads)
         self.layer: Optional[int] = None
-        self.previous: Optional[PreviousSentence] = None
 
     def forward(
         self,
@@ -111,11 +143,10 @@ class PreviousSentenceAttention(MultiheadAttention):
         """Self-attention of ``query`` (T, B, C) over the previous sentence's states and its own
         words (``attn_mask``: the causal mask of its own words; ``key_padding_mask``: their
         padding). Returns (output, None): no attention weights are given out."""
-        if self.previous is None:
-            raise RuntimeError("PreviousSentenceAttention was called outside its decoder's forward pass")
+        previous = PreviousSentence.of_the_call()
         length, batch, embed_dim = query.shape
-        if self.previous.record:
-            self.previous.states[self.layer] = query
+        if previous.record:
+            previous.states[self.layer] = query
         own_padding = key_padding_mask if key_padding_mask is not None else torch.zeros(
             batch, length, dtype=torch.bool, device=query.device
         )
@@ -125,7 +156,7 @@ class PreviousSentenceAttention(MultiheadAttention):
             values = torch.cat([saved["prev_value"], self._heads(self.v_proj(query))], dim=2)
             padding = torch.cat([saved["prev_key_padding_mask"], own_padding], dim=1)
         else:
-            memory, memory_padding = self.previous.of_layer(self.layer, query, key_padding_mask)
+            memory, memory_padding = previous.of_layer(self.layer, query, key_padding_mask)
             both = torch.cat([memory, query], dim=0)
             keys, values = self._heads(self.k_proj(both)), self._heads(self.v_proj(both))
             padding = torch.cat([memory_padding, own_padding], dim=1)

@@ -1,0 +1,70 @@
+"""The local+global model's decoder (Zheng et al., 2020, section 4.2): ``LocalGlobalDecoder``.
+
+Decoder (section 4.2): fairseq's decoder whose self-attention also reads the previous target
+sentence of the chunk, Transformer-XL style, with no gradient into it (``target_context.py``).
+What it reads comes with ``encoder_out`` (``encoder.py``): the previous sentence's row in a batch
+of whole chunks, or the states carried from it (sentence by sentence). Each decoder call gives it
+to its layers' self-attention for that call only (``PreviousSentence.read``), and a call over
+whole sentences returns each layer's input, which the model (``model.py``) carries to the next
+sentence.
+"""
+from typing import Dict, List, Optional
+
+from fairseq.models.transformer import TransformerDecoderBase
+from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
+from torch import Tensor
+
+from ..context_parameters import tag_context_parameters
+from .target_context import PreviousSentence, PreviousSentenceAttention
+
+
+class LocalGlobalDecoderLayer(TransformerDecoderLayerBase):
+    """fairseq's decoder layer whose self-attention reads the previous sentence too."""
+
+    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
+        return PreviousSentenceAttention(embed_dim, cfg.decoder.attention_heads, cfg.attention_dropout)
+
+
+class LocalGlobalDecoder(TransformerDecoderBase):
+    """fairseq's decoder of ``LocalGlobalDecoderLayer``s, each self-attention told its layer's index
+    and its relative position terms tagged as context parameters."""
+
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn, output_projection=output_projection)
+        for index, layer in enumerate(self.layers):
+            layer.self_attn.layer = index
+            tag_context_parameters(layer.self_attn.relative_positions)
+
+    def build_decoder_layer(self, cfg, no_encoder_attn=False):
+        return LocalGlobalDecoderLayer(cfg, no_encoder_attn)
+
+    def extract_features(
+        self,
+        prev_output_tokens,
+        encoder_out: Optional[Dict[str, List[Tensor]]],
+        incremental_state=None,
+        full_context_alignment: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        """fairseq's decoder features, each self-attention reading the previous sentence that came
+        with ``encoder_out``. On whole sentences (no ``incremental_state``) ``extra`` gains
+        ``target_states`` (each layer's input) and ``target_padding``, for the next sentence."""
+        encoder_out = encoder_out or {}
+        rows, memory, memory_padding = (encoder_out.get(key) or None for key in (
+            "previous_rows", "target_memory", "target_memory_padding"))
+        previous = PreviousSentence(
+            memory=memory, memory_padding=memory_padding[0] if memory_padding else None,
+            previous_rows=rows[0] if rows else None, record=incremental_state is None,
+        )
+        with previous.read():
+            features, extra = super().extract_features(
+                prev_output_tokens, encoder_out, incremental_state=incremental_state,
+                full_context_alignment=full_context_alignment, alignment_layer=alignment_layer,
+                alignment_heads=alignment_heads,
+            )
+        if previous.record:
+            extra["target_states"] = [previous.states[index] for index in range(len(self.layers))]
+            extra["target_padding"] = prev_output_tokens.eq(self.padding_idx)
+        return features, extra
+
