@@ -28,7 +28,7 @@ from .chosen_context import without_chosen
 from .errors import UnsupportedOptionError
 from .option_ranges import OptionError
 from .samples import LaneStep, LinesStep, read_sample
-from .system import document_system
+from .system import carry_of_rows, document_system
 
 CONTEXT_FROM = ("hypothesis", "reference")
 RECORD = "document_record"  # a finished hypothesis's record, while the generator holds it
@@ -101,7 +101,8 @@ class DocumentSequenceGenerator(SequenceGenerator):
         else:
             carry = self.carries.get(batch.position)
             carry = carry.select(lanes) if carry is not None else None
-        context = system.sentence_context(carry, lanes, continues, net_input, self.output_room(net_input))
+        carry = carry_of_rows(system, carry, lanes, continues, net_input)
+        context = system.sentence_context(carry, net_input, self.output_room(net_input))
         with_context = {**sample, "net_input": {**without_chosen(net_input), **context.inputs}}
         self.takes_records = self.context_from == "hypothesis" and kwargs.get("prefix_tokens") is None
         hypotheses = super().generate(models, with_context, **kwargs)

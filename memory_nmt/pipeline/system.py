@@ -1,27 +1,41 @@
 """The one interface between the document pipeline and a system: what a lane carries in and out.
 
 The pipeline (task, criterion, generator, interactive mode, hub, contrastive scoring) walks the
-documents sentence step by sentence step, in lanes (``data.py``), and at every step asks the
-system two things:
+documents sentence step by sentence step, in lanes (``data.py``). At every step, each row's
+sentence either starts its document or continues it; the pipeline gives the system one carry of
+every row, in row order (``carry_of_rows``): for a row that continues, what its lane carried out
+of the document's previous sentence; for a row that starts, what the system says a document
+starts from. So no system handles the two kinds of rows apart, and a row translates alike
+whichever rows share its batch (fairseq-interactive mixes them; fairseq-generate does not).
 
-1. ``sentence_context(carry, lanes, continues, net_input, target_room)``: from what the rows'
-   lanes carried in, the extra keyword inputs of the model's forward pass for this sentence
-   (``SentenceContext.inputs``: a memory to read, previous sentences to prepend, ...;
-   a system that reads whole chunks of its documents finds their source in ``net_input``,
-   ``chunks.py``, and one whose context sentences the data chooses finds them there,
-   ``chosen_context.py``);
-2. ``carry_out(context, lanes, net_input, target, encoder_out, decoder_extra)``: once the
-   sentence is done (teacher-forced on the reference in training, decoded in generation), what
-   the lanes carry on to their documents' next sentences (a ``Carry``, ``carry.py``).
+A system is a fairseq encoder-decoder model that mixes in ``DocumentSystem`` and keeps
+everything about itself in its own package under ``systems/``. The hooks (``SystemHooks``):
 
-A system's model mixes in ``DocumentSystem`` and implements both; everything about the system
-stays in its own package under ``systems/``. Any other fairseq encoder-decoder model (fairseq's
-``transformer``) runs in the pipeline as ``SentenceLevel``: no context in, nothing carried out,
-every sentence translated alone in the same batches as the document systems.
+- it must implement ``starting_carry`` (what a row starts its document from), ``sentence_context``
+  (from every row's carry, the extra keyword inputs of the model's forward pass for this
+  sentence: a memory to read, previous sentences to prepend, ...; a system that reads whole
+  chunks of its documents finds their source in ``net_input``, ``chunks.py``, and one whose
+  context sentences the data chooses finds them there, ``chosen_context.py``) and ``carry_out``
+  (once the sentence is done, teacher-forced on the reference in training and decoded in
+  generation, what the lanes carry on to their documents' next sentences: a ``Carry``,
+  ``carry.py``);
+- it may implement, where the defaults do not fit it: ``context_sentences``,
+  ``chunk_sentences``, ``context_choice`` and ``training_unit`` (what its batches hold),
+  ``carry_of_previous_sentences`` (if it trains on 'sentences'), ``packs_rows`` (if its
+  forward pass takes sentences packed several to a row), and ``hypothesis_records`` with
+  ``decoder_extra_of`` (if ``carry_out`` needs the decoder's states of the chosen hypothesis);
+- it need not implement, and takes from ``DocumentSystem``: ``forward`` (the context goes to
+  the encoder), ``build_model`` (the document task only) and ``from_pretrained`` (the document
+  hub).
+
+Any other fairseq encoder-decoder model (fairseq's ``transformer``) runs in the pipeline as
+``SentenceLevel``: no context in, nothing carried out, every sentence translated alone in the
+same batches as the document systems.
 """
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+import torch
 from fairseq.models import FairseqEncoderDecoderModel
 from torch import Tensor
 
@@ -48,14 +62,47 @@ class SentenceContext:
     kept: Any = None
 
 
-class DocumentSystem:
-    """Mixed into a fairseq encoder-decoder model that translates documents in lanes."""
+class SystemHooks:
+    """What the pipeline asks of a system at its sentence steps, with the defaults of the hooks a
+    system may leave alone (the module's docstring says which it must implement)."""
 
-    reads_context = True
+    reads_context = True  # False for a model run as ``SentenceLevel`` only
     # Whether its training steps in lanes may hold sentences several to a row (``packing.py``): its
     # ``forward`` then takes ``packed_rows`` (where each sentence lies) and reads and carries each
     # sentence's own context, as in rows of one sentence.
     packs_rows = False
+
+    def starting_carry(self, lanes: Tensor, rows: Tensor, net_input: Dict[str, Tensor]) -> Carry:
+        """What rows ``rows`` (indices into the step's batch, whose lanes are ``lanes``) carry in as
+        their sentences start their documents: a carry that ``sentence_context`` reads as it reads
+        a carried one (an empty history, the initial memory, ...). ``net_input`` is the step's
+        whole batch (a chunk's source sentences, for a system that reads them, are there)."""
+        raise NotImplementedError
+
+    def sentence_context(self, carry: Carry, net_input: Dict[str, Tensor], target_room: int) -> SentenceContext:
+        """The context of one sentence step, from ``carry``: every row's, in row order (its
+        ``lanes``), what its lane carried out of the document's previous sentence or, where the
+        row starts its document, ``starting_carry``'s. ``target_room`` is the most tokens the
+        current translation may take (the reference's width in training, the generator's length
+        limit in decoding)."""
+        raise NotImplementedError
+
+    def carry_out(
+        self,
+        context: SentenceContext,
+        lanes: Tensor,
+        net_input: Dict[str, Tensor],
+        target: Tensor,
+        encoder_out: Dict[str, Any],
+        decoder_extra: Optional[Dict[str, Any]] = None,
+    ) -> Carry:
+        """What ``lanes`` carry on after a sentence that read ``context``: ``target`` is its
+        translation as fairseq targets are (right-padded, ending with eos: the reference in
+        training, the chosen hypothesis in decoding), ``encoder_out`` the encoder's output and
+        ``decoder_extra`` the decoder's extra output of a teacher-forced pass over ``target``
+        (training), or its equivalent recorded during beam search (``decoder_extra_of``); None
+        when there is neither, and a system that needs it runs that pass itself."""
+        raise NotImplementedError
 
     def context_sentences(self) -> Tuple[int, int]:
         """How many previous (source, target) sentences a sentence's input holds besides its own,
@@ -81,44 +128,12 @@ class DocumentSystem:
         previous sentences its carry is made of: ``carry_of_previous_sentences``)."""
         return "chunks" if self.chunk_sentences() is not None else "lanes"
 
-    def carry_of_previous_sentences(self, lanes: Tensor, previous: List[Tuple[Tuple[Tensor, ...], Tuple[Tensor, ...]]]) -> Carry:
+    def carry_of_previous_sentences(
+        self, lanes: Tensor, previous: List[Tuple[Tuple[Tensor, ...], Tuple[Tensor, ...]]]
+    ) -> Carry:
         """For a system that trains on 'sentences': the carry of rows ``lanes`` whose documents'
         previous sentences are ``previous`` (per row: source and target sentences, oldest
         first, as many as ``context_sentences()`` gives, fewer at a document's start)."""
-        raise NotImplementedError
-
-    def sentence_context(
-        self,
-        carry: Optional[Carry],
-        lanes: Tensor,
-        continues: Optional[Tensor],
-        net_input: Dict[str, Tensor],
-        target_room: int,
-    ) -> SentenceContext:
-        """The context of one sentence step.
-
-        ``carry`` holds the rows that continue their documents, in row order: every row when
-        ``continues`` is None (None: no row does, a group's first step), else the rows where
-        ``continues`` (B,) is true; the other rows start a document. ``target_room`` is the most
-        tokens the current translation may take (the reference's width in training, the
-        generator's length limit in decoding)."""
-        raise NotImplementedError
-
-    def carry_out(
-        self,
-        context: SentenceContext,
-        lanes: Tensor,
-        net_input: Dict[str, Tensor],
-        target: Tensor,
-        encoder_out: Dict[str, Any],
-        decoder_extra: Optional[Dict[str, Any]] = None,
-    ) -> Carry:
-        """What ``lanes`` carry on after a sentence that read ``context``: ``target`` is its
-        translation as fairseq targets are (right-padded, ending with eos: the reference in
-        training, the chosen hypothesis in decoding), ``encoder_out`` the encoder's output and
-        ``decoder_extra`` the decoder's extra output of a teacher-forced pass over ``target``
-        (training), or its equivalent recorded during beam search (``decoder_extra_of``); None
-        when there is neither, and a system that needs it runs that pass itself."""
         raise NotImplementedError
 
     def hypothesis_records(self, incremental_state, rows: Tensor) -> Optional[List[Any]]:
@@ -131,6 +146,10 @@ class DocumentSystem:
         """The ``decoder_extra`` of ``carry_out`` from the records (``hypothesis_records``) of
         each row's chosen hypothesis: what a teacher-forced pass over them would have given."""
         raise NotImplementedError
+
+
+class DocumentSystem(SystemHooks):
+    """Mixed into a fairseq encoder-decoder model that translates documents in lanes."""
 
     def forward(
         self,
@@ -185,20 +204,20 @@ class DocumentSystem:
         return DocumentHubInterface(plain.cfg, plain.task, plain.models)
 
 
-class SentenceLevel:
+class SentenceLevel(SystemHooks):
     """A fairseq model without document context, run as a system: each sentence alone."""
 
     reads_context = False
     packs_rows = True  # where its attention can be confined to each sentence (``packed_attention.py``)
 
-    def context_sentences(self) -> Tuple[int, int]:
-        return 0, 0
+    def starting_carry(self, lanes, rows, net_input) -> Carry:
+        return Carry(lanes)
 
-    def chunk_sentences(self) -> Optional[int]:
-        return None
+    def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
+        return SentenceContext()
 
-    def context_choice(self) -> None:
-        return None
+    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> Carry:
+        return Carry(lanes)
 
     def training_unit(self) -> str:
         return "sentences"
@@ -206,14 +225,24 @@ class SentenceLevel:
     def carry_of_previous_sentences(self, lanes, previous) -> Carry:
         return Carry(lanes)
 
-    def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
-        return SentenceContext()
 
-    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> Carry:
-        return Carry(lanes)
-
-    def hypothesis_records(self, incremental_state, rows: Tensor) -> None:
-        return None
+def carry_of_rows(
+    system: SystemHooks,
+    carry: Optional[Carry],
+    lanes: Tensor,
+    continues: Optional[Tensor],
+    net_input: Dict[str, Tensor],
+) -> Carry:
+    """What every row of a step reads its context from, in row order: ``carry`` holds the rows
+    that continue their documents (every row where ``continues`` is None; None: no row does),
+    ``continues`` (B,) marks them; the other rows get the system's ``starting_carry``."""
+    if carry is None:
+        return system.starting_carry(lanes, torch.arange(lanes.numel(), device=lanes.device), net_input)
+    if continues is None or bool(continues.all()):
+        return carry
+    continuing, starting = continues.nonzero().squeeze(1), (~continues).nonzero().squeeze(1)
+    stacked = carry.stacked(system.starting_carry(lanes[starting], starting, net_input))
+    return stacked.rows(torch.cat([continuing, starting]).argsort())
 
 
 def document_system(model):

@@ -32,7 +32,7 @@ from .carry import Carry
 from .chosen_context import without_chosen
 from .packed_attention import confined_to_sentences
 from .packing import PackedRows
-from .system import SentenceContext, document_system
+from .system import SentenceContext, carry_of_rows, document_system
 
 
 @dataclass
@@ -69,10 +69,9 @@ def teacher_forced_step(
     system = document_system(model)
     if continues is not None and carry is not None:
         carry = carry.rows(continues.nonzero().squeeze(1)) if bool(continues.any()) else None
-    if carry is None:
-        continues = None
     with record_function("sentence context"):
-        context = system.sentence_context(carry, lanes, continues, net_input, target_room=target.size(1) - 1)
+        carry = carry_of_rows(system, carry, lanes, continues, net_input)
+        context = system.sentence_context(carry, net_input, target_room=target.size(1) - 1)
     layout = {"packed_rows": packed_rows} if packed_rows is not None and system.reads_context else {}
     with record_function("forward"):
         with confined_to_sentences(model, packed_rows) if packed_rows is not None else nullcontext():

@@ -3,15 +3,15 @@
 ``PreviousSentences`` holds, for each row, the last few source sentences and the last few target
 sentences of its document, oldest first, each a 1-D tensor of token ids ending with eos and
 without padding: the source as binarized, the target as the reference in training and as the
-chosen hypothesis in decoding (``pipeline/generator.py``). A document's first sentence has none, and a
-lane starts empty, so the sentences never come from another document. Systems that read earlier
-sentences (the concatenation model, the Associated Memory Network) derive from
+chosen hypothesis in decoding (``pipeline/generator.py``). A document's first sentence has none
+(``none``, its starting carry), so the sentences never come from another document. Systems that
+read earlier sentences (the concatenation model, the Associated Memory Network) derive from
 ``PreviousSentencesSystem``: they read them with ``of_rows``, carry them on with ``after`` (the
 last ``context_sentences()`` of each side), and cut them to the positions the model has room for
 with a ``ContextCuts``.
 """
 import logging
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -54,15 +54,13 @@ class PreviousSentences(Carry):
         )
 
     @staticmethod
-    def of_rows(carry: Optional["PreviousSentences"], continues: Optional[Tensor], rows: int) -> List[Tuple[Sentences, Sentences]]:
-        """(source, target) earlier sentences of every row: from ``carry``, which holds the rows
-        that continue their documents (all rows when ``continues`` is None), none for the rest."""
-        if carry is None:
-            return [((), ())] * rows
-        carried = iter(zip(carry.source, carry.target))
-        if continues is None:
-            return list(carried)
-        return [next(carried) if goes_on else ((), ()) for goes_on in continues.tolist()]
+    def none(lanes: Tensor) -> "PreviousSentences":
+        """Rows ``lanes`` at their documents' first sentences: no earlier sentence."""
+        return PreviousSentences(lanes, [()] * lanes.numel(), [()] * lanes.numel())
+
+    def of_rows(self) -> List[Tuple[Sentences, Sentences]]:
+        """(source, target) earlier sentences of every row."""
+        return list(zip(self.source, self.target))
 
     @staticmethod
     def after(
@@ -140,12 +138,15 @@ class PreviousSentencesSystem(DocumentSystem):
         trains on shuffled sentences, each with its previous ones, as its papers do."""
         return "sentences"
 
+    def starting_carry(self, lanes, rows, net_input) -> PreviousSentences:
+        return PreviousSentences.none(lanes)
+
     def carry_of_previous_sentences(self, lanes, previous) -> PreviousSentences:
         return PreviousSentences(lanes, [source for source, _ in previous], [target for _, target in previous])
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> PreviousSentences:
         """Each lane's previous sentences, with this sentence and its translation added."""
         pad = self.encoder.padding_idx
-        previous = context.kept or PreviousSentences.of_rows(None, None, lanes.numel())
+        previous = context.kept
         sources, targets = unpadded(net_input["src_tokens"], pad), unpadded(target, pad)
         return PreviousSentences.after(lanes, previous, sources, targets, *self.context_sentences())

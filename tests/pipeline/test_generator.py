@@ -51,7 +51,8 @@ def test_memory_fixed_during_beam_search_and_updated_after(data_bin):
 
     def spy_read_memory(carry, lanes):
         memory = read_memory(carry, lanes)
-        previous = carry.memory["decoder.1"] if carry is not None else None  # what the lanes read before
+        written = carry is not None and bool(carry.rows_with_sentence().numel())
+        previous = carry.memory["decoder.1"] if written else None  # what the lanes read before
         per_sentence_step.append({"given": memory["decoder.1"], "previous": previous, "keys": []})
         return memory
 

@@ -134,18 +134,18 @@ def test_context_is_cut_oldest_first_to_fit_the_positions(data_bin, caplog):
     carry = PreviousSentences(torch.tensor([0]), [(oldest, middle, newest)], [(oldest, middle, newest)])
     current = torch.cat([torch.full((1, 2), pad), sentence(40, 5).unsqueeze(0)], dim=1)  # left-padded
     net_input = {"src_tokens": current, "src_lengths": torch.tensor([5])}
-    context = model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=8)
+    context = model.sentence_context(carry, net_input, target_room=8)
     source = unpadded(context.inputs["source_with_context"], pad)[0]
     assert source.tolist() == torch.cat([middle, newest, sentence(40, 5)]).tolist()  # 14 of 15 positions
     prefix = unpadded(context.inputs["target_prefix"], pad)[0]
     assert prefix.tolist() == [eos, *middle.tolist(), *newest.tolist()]  # 10 tokens + 8 of room + 1 < 20
     assert model.context_cuts.count == 2
     for _ in range(4):
-        model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=8)
+        model.sentence_context(carry, net_input, target_room=8)
     cuts_logged = [re.search(r"context cut (\d+) times", r.getMessage()) for r in caplog.records]
     assert [int(match[1]) for match in cuts_logged if match] == [1, 10]
 
-    roomy = model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=2)
+    roomy = model.sentence_context(carry, net_input, target_room=2)
     assert unpadded(roomy.inputs["target_prefix"], pad)[0].numel() == 1 + 4 + 3 + 6
 
 
@@ -211,7 +211,7 @@ def test_a_target_context_cut_by_the_generators_length_limit_says_so(data_bin, c
     carry = PreviousSentences(torch.tensor([0]), [(previous,)], [(previous,)])
     net_input = {"src_tokens": torch.tensor([[13, 14, eos]]), "src_lengths": torch.tensor([3])}
     room = model.decoder.max_positions() - 2  # what --max-len-b beyond the positions leaves
-    context = model.sentence_context(carry, torch.tensor([0]), None, net_input, target_room=room)
+    context = model.sentence_context(carry, net_input, target_room=room)
     assert unpadded(context.inputs["target_prefix"], task.target_dictionary.pad())[0].tolist() == [eos]
     assert "less the 1022 the translation may take" in caplog.text
     assert "lower --max-len-a / --max-len-b when decoding, or raise --max-target-positions" in caplog.text

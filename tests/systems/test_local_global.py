@@ -81,7 +81,7 @@ def test_local_layers_read_their_sentence_and_the_global_layer_its_chunk(data_bi
         handle = model.encoder.layers[-1].register_forward_hook(lambda m, i, out: local.append(out))
         try:
             with torch.no_grad():
-                context = model.sentence_context(None, lanes, None, net_input, 0)
+                context = model.sentence_context(model.starting_carry(lanes, torch.arange(lanes.numel()), net_input), net_input, 0)
                 out = model.encoder(src_tokens, chunk_positions=net_input["chunk_positions"], **context.inputs)
         finally:
             handle.remove()

@@ -73,7 +73,7 @@ from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import SentenceContext
 from ..checkpoint_fit import FitsTransformerCheckpoints
 from ..options import SystemOptions
-from ..previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
+from ..previous_sentences import PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer
 from .context_network import ContextualAssociatedMemory
 
@@ -175,20 +175,17 @@ class AssociatedMemoryTransformerModel(PreviousSentencesSystem, FitsTransformerC
     def context_choice(self):
         return self.chosen
 
-    def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
+    def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
         """Each row's previous source sentences (or those the batch brings, ``--context-choice``),
         cut to fit the positions beside the current one, as ``context_tokens`` (B, J, L) for the
         encoder; none where no row has any."""
         pad = self.encoder.padding_idx
-        sentences = unpadded(net_input["src_tokens"], pad)
+        previous = carry.of_rows()
         if self.chosen is not None:
-            chosen = chosen_sentences(net_input, self.chosen, pad)
-            contexts, previous = self.sources_beside(chosen, sentences, nearest_first=True), None
-        elif carry is None:
-            return SentenceContext()
+            sources, nearest_first = chosen_sentences(net_input, self.chosen, pad), True
         else:
-            previous = PreviousSentences.of_rows(carry, continues, lanes.numel())
-            contexts = self.sources_beside([source for source, _ in previous], sentences)
+            sources, nearest_first = [source for source, _ in previous], False
+        contexts = self.sources_beside(sources, unpadded(net_input["src_tokens"], pad), nearest_first)
         inputs = {}
         if any(contexts):
             inputs["context_tokens"] = self.collate_context(contexts)

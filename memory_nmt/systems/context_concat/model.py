@@ -52,7 +52,7 @@ from torch import Tensor
 from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import SentenceContext
 from ..options import SystemOptions
-from ..previous_sentences import PreviousSentences, PreviousSentencesSystem, unpadded
+from ..previous_sentences import PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer
 
 
@@ -204,12 +204,12 @@ class ContextConcatTransformerModel(PreviousSentencesSystem, TransformerModel):
     def context_sentences(self):
         return self.source_context, self.target_context
 
-    def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
+    def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
         """The current sentences after their documents' previous ones (source), and the
         previous translations as the decoder's prefix (target), each cut to the positions."""
-        if carry is None or not (self.source_context or self.target_context):
-            return SentenceContext()  # no row has context: the plain transformer's inputs
-        previous = PreviousSentences.of_rows(carry, continues, lanes.numel())
+        previous = carry.of_rows()
+        if not any(source or target for source, target in previous):
+            return SentenceContext(kept=previous)  # no row has context: the plain transformer's inputs
         pad, eos = self.encoder.padding_idx, self.decoder.dictionary.eos()
         inputs = {}
         if self.source_context:

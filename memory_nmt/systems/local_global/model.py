@@ -52,7 +52,7 @@ from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
 from ..checkpoint_fit import CheckpointMismatchError, FitsTransformerCheckpoints
 from ..sizes import small_transformer
-from .carry import ChunkCarry, padded_to
+from .carry import ChunkCarry
 from .decoder import LocalGlobalDecoder
 from .encoder import LocalGlobalEncoder
 from .options import LocalGlobalOptions, local_layers
@@ -108,53 +108,41 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
     def chunk_sentences(self) -> int:
         return self.args.chunk_sentences
 
-    def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
+    def starting_carry(self, lanes, rows, net_input) -> Carry:
+        """A chunk's first sentence: the chunk's source sentences, which the batch brings
+        (``chunk_src_tokens``, ``chunk_lengths``), encoded, and no previous sentence. Whole chunks
+        (training) carry nothing: their source is the batch's."""
+        if "chunk_lengths" not in net_input:
+            return Carry(lanes)
+        lengths = net_input["chunk_lengths"][rows]
+        if not bool(lengths.gt(0).all()):
+            raise ValueError("a row starts a chunk, but the batch does not give the chunk's source sentences")
+        encoded, encoded_padding = self.encoder.encode_given_chunks(net_input["chunk_src_tokens"], lengths)
+        no_memory = [encoded.new_zeros(0, lanes.numel(), encoded.size(-1)) for _ in self.decoder.layers]
+        return ChunkCarry(
+            lanes, encoded, encoded_padding, no_memory if self.reads_previous_target else [],
+            encoded_padding.new_ones(lanes.numel(), 0),
+        )
+
+    def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
         """Whole chunks (training): the rows' chunks are their lanes. Sentence by sentence: each
         row's sentence as its chunk's encoding gave it (a chunk is encoded at its first
-        sentence, from ``chunk_src_tokens``), and the decoder states of its previous sentence."""
+        sentence, ``starting_carry``), and the decoder states of its previous sentence."""
         if "chunk_positions" not in net_input:
             raise OptionError(
                 "transformer_local_global reads its documents in chunks: translate with --task "
                 "document_translation, whose batches say where each sentence stands in its chunk"
             )
+        if not isinstance(carry, ChunkCarry):
+            return SentenceContext(inputs={"chunk_ids": carry.lanes})
+        everyone = torch.arange(carry.lanes.numel(), device=carry.lanes.device)
         positions = net_input["chunk_positions"]
-        if carry is None and "chunk_lengths" not in net_input:
-            return SentenceContext(inputs={"chunk_ids": lanes})
-        rows = lanes.numel()
-        if continues is None:
-            continues = torch.full((rows,), carry is not None, dtype=torch.bool, device=lanes.device)
-        starting = (~continues).nonzero().squeeze(1)
-        continuing = continues.nonzero().squeeze(1)
-        parts = []  # (rows, encoded, padding)
-        if continuing.numel():
-            parts.append((continuing, carry.encoded, carry.encoded_padding))
-        if starting.numel():
-            lengths = net_input.get("chunk_lengths")
-            if lengths is None or not bool(lengths[starting].gt(0).all()):
-                raise ValueError("a row starts a chunk, but the batch does not give the chunk's source sentences")
-            parts.append((starting, *self.encoder.encode_given_chunks(net_input["chunk_src_tokens"], lengths[starting])))
-        sentences = max(encoded.size(1) for _, encoded, _ in parts)
-        width = max(encoded.size(2) for _, encoded, _ in parts)
-        first = parts[0][1]
-        encoded = first.new_zeros(rows, sentences, width, first.size(-1))
-        encoded_padding = torch.ones(rows, sentences, width, dtype=torch.bool, device=first.device)
-        for part_rows, part, part_padding in parts:
-            encoded[part_rows] = padded_to(padded_to(part, 1, sentences, 0.0), 2, width, 0.0)
-            encoded_padding[part_rows] = padded_to(padded_to(part_padding, 1, sentences, True), 2, width, True)
-        everyone = torch.arange(rows, device=lanes.device)
-        current, current_padding = encoded[everyone, positions], encoded_padding[everyone, positions]
+        current, current_padding = carry.encoded[everyone, positions], carry.encoded_padding[everyone, positions]
         words = ~current_padding.all(0)
         inputs = {"encoded": current[:, words].transpose(0, 1), "encoded_padding": current_padding[:, words]}
         if self.reads_previous_target:
-            memory_length = carry.memory_padding.size(1) if continuing.numel() else 0
-            memory = [first.new_zeros(memory_length, rows, first.size(-1)) for _ in self.decoder.layers]
-            memory_padding = torch.ones(rows, memory_length, dtype=torch.bool, device=first.device)
-            if continuing.numel():
-                for layer, states in enumerate(carry.memory):
-                    memory[layer][:, continuing] = states
-                memory_padding[continuing] = carry.memory_padding
-            inputs.update(target_memory=memory, target_memory_padding=memory_padding)
-        return SentenceContext(inputs=inputs, kept=(encoded, encoded_padding))
+            inputs.update(target_memory=carry.memory, target_memory_padding=carry.memory_padding)
+        return SentenceContext(inputs=inputs, kept=(carry.encoded, carry.encoded_padding))
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> Carry:
         """Each lane's chunk encoding and the decoder states of this sentence's translation (none

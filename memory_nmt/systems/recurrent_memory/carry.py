@@ -62,6 +62,11 @@ class MemoryCarry(Carry):
             padding_mask=padding_mask,
         )
 
+    def rows_with_sentence(self) -> Tensor:
+        """The rows that have a sentence's states to write (all but those starting a document)."""
+        some_mask = next(iter(self.padding_mask.values()))
+        return (~some_mask.all(1)).nonzero().squeeze(1)
+
     def detach(self) -> "MemoryCarry":
         return MemoryCarry(
             lanes=self.lanes,

@@ -228,28 +228,42 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         return {**self.encoder.memory_units(), **self.decoder.memory_units()}
 
     def read_memory(self, carry: Optional[MemoryCarry], lanes: int) -> Dict[str, Tensor]:
-        """The memory a sentence reads: the initial one at a document start, else the carry's
-        memory updated with the previous sentence's states (Update Attention)."""
+        """The memory a sentence reads: its carry's memory with the previous sentence's states
+        written into it (Update Attention); a row with no sentence to write (a document's
+        start) reads its carry's memory as it is, and with no carry every row reads the
+        initial memory."""
         units = self.memory_units()
         if carry is None:
             return {name: unit.initial(lanes) for name, unit in units.items()}
-        return {
-            name: unit.write(carry.memory[name], carry.states[name], carry.padding_mask[name])
+        written = carry.rows_with_sentence()
+        if not written.numel():
+            return carry.memory
+        every_row = written.numel() == lanes
+        writing = carry if every_row else carry.rows(written)
+        new = {
+            name: unit.write(writing.memory[name], writing.states[name], writing.padding_mask[name])
             for name, unit in units.items()
         }
+        if every_row:
+            return new
+        memory = {name: m.clone() for name, m in carry.memory.items()}
+        for name, rows_memory in new.items():
+            memory[name][:, written] = rows_memory
+        return memory
 
-    def sentence_context(self, carry, lanes, continues, net_input, target_room) -> SentenceContext:
-        """The memory each row reads: its lane's carry written (Update Attention), or the
-        initial memory where a document starts."""
-        rows = lanes.numel()
-        if continues is None or bool(continues.all()):
-            memory = self.read_memory(carry, rows)
-        else:
-            memory = {name: m.clone() for name, m in self.read_memory(None, rows).items()}
-            continuing = continues.nonzero().squeeze(1)
-            if continuing.numel():
-                for name, written in self.read_memory(carry, continuing.numel()).items():
-                    memory[name][:, continuing] = written
+    def starting_carry(self, lanes, rows, net_input) -> MemoryCarry:
+        """The initial memory, with no sentence to write into it."""
+        memory = {name: unit.initial(lanes.numel()) for name, unit in self.memory_units().items()}
+        return MemoryCarry(
+            lanes=lanes,
+            memory=memory,
+            states={name: m[:0] for name, m in memory.items()},
+            padding_mask={name: torch.ones(lanes.numel(), 0, dtype=torch.bool, device=lanes.device) for name in memory},
+        )
+
+    def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
+        """The memory each row reads (``read_memory``)."""
+        memory = self.read_memory(carry, carry.lanes.numel())
         return SentenceContext(inputs={"memory": memory}, kept=memory)
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
