@@ -20,12 +20,12 @@ The command lines, and the code they share that needs no model, are ``memory_nmt
 package beside this one (importing it imports no fairseq).
 
 Importing the package registers the systems, task, criterion and scheduler with fairseq, makes
-fairseq's checkpoints loadable under torch >= 2.6 (``checkpoint_loading.py``), lets fairseq's
+fairseq's checkpoints loadable under torch >= 2.6 (``readable_checkpoints.py``), lets fairseq's
 distributed training run under torchrun on CPU-only machines (``cpu_distributed.py``), and has
 the command lines print an error in what the user gave on one line, without a traceback
 (``one_line_errors.py``).
 """
-from .checkpoint_loading import allow_fairseq_checkpoints
+from .readable_checkpoints import allow_fairseq_checkpoints
 from .cpu_distributed import allow_cpu_torchrun
 from .one_line_errors import print_input_errors_plainly
 

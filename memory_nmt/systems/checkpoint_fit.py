@@ -15,7 +15,7 @@ each copy gets the shared values.
 A system's model mixes in ``FitsTransformerCheckpoints`` before fairseq's ``TransformerModel``.
 
 A checkpoint of another system (its arch another model class than this model's) is checked
-before fairseq-train loads it (``check_system``, called by ``checkpoint_loading.py`` outside the
+before fairseq-train loads it (``check_system``, called by ``readable_checkpoints.py`` outside the
 ``try`` in which fairseq turns any load error into "please ensure that the architectures
 match"): a run never resumes from one, and its weights start this model only where they fit as
 a plain transformer's would (a concatenation model's do). A refusal names both systems and the

@@ -150,7 +150,7 @@ def test_a_file_that_is_not_a_whole_checkpoint_is_refused_by_name(data_bin, conc
     """fairseq fails on these with EOFError, OSError or KeyError: 'best_loss' from its loader."""
     from fairseq import checkpoint_utils
 
-    from memory_nmt.checkpoint_loading import CheckpointFileError
+    from memory_nmt.readable_checkpoints import CheckpointFileError
 
     path = tmp_path / "checkpoint.pt"
     if contents is None:
