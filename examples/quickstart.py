@@ -2,7 +2,7 @@
 model, the Associated Memory Network and the local+global model side by side, on CPU.
 
 Generates synthetic documents whose translation needs earlier sentences
-(``memory_nmt.evaluation.synthetic``), binarizes them with fairseq-preprocess, trains a
+(``memory_nmt_tools/synthetic_documents.py``), binarizes them with fairseq-preprocess, trains a
 sentence-level ``transformer``, a ``transformer_context_concat`` reading the previous source
 sentence, a ``transformer_recurrent_memory``, a ``transformer_associated_memory`` reading the
 previous source sentence and a ``transformer_local_global`` (chunks of 20 sentences: whole
@@ -26,12 +26,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from memory_nmt.evaluation.synthetic import context_accuracy, contrastive_items, generate_documents, write_documents
 from memory_nmt_tools.context_usage import shown_bits, split_cxmi
 from memory_nmt_tools.document_bleu import score_documents
 from memory_nmt_tools.experiments import MODEL_ARGS, StepError, fairseq_command, preprocess, run_echoing, skip
 from memory_nmt_tools.generate_texts import read_hypotheses
 from memory_nmt_tools.paths import check_paths
+from memory_nmt_tools.synthetic_documents import context_accuracy, contrastive_items, generate_documents, write_documents
 from memory_nmt_tools.text_files import TextFileError
 
 ROOT = Path(__file__).resolve().parents[1]

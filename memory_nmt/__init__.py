@@ -11,13 +11,11 @@
   declared once, a sentence-level checkpoint loaded into a system, the ``two_rate_inverse_sqrt``
   scheduler for the parameters a system adds: ``systems/__init__.py``). fairseq's plain
   ``transformer`` runs in the pipeline as the sentence-level system.
-- ``evaluation/``: contrastive scoring in context, the synthetic test documents, and the
-  teacher-forced walk of the paper's attention analyses.
-- ``benchmarks/``: the arithmetic (FLOPs) and the peak memory of a stretch of work, for the speed
-  and memory measurements.
+- ``evaluation/``: contrastive scoring in context, and the teacher-forced walk of the paper's
+  attention analyses.
 
-The command lines, and the code they share that needs no model, are ``memory_nmt_tools``, a
-package beside this one (importing it imports no fairseq).
+The command lines, the synthetic test documents and the speed and memory benchmarks are
+``memory_nmt_tools``, a package beside this one (importing it imports no fairseq).
 
 Importing the package registers the systems, task, criterion and scheduler with fairseq, makes
 fairseq's checkpoints loadable under torch >= 2.6 (``readable_checkpoints.py``), lets fairseq's

@@ -25,6 +25,11 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
+from fairseq import checkpoint_utils, options, tasks, utils
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+from memory_nmt.evaluation import contrastive
+
 BITS = 1 / math.log(2)
 PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
 
@@ -57,9 +62,6 @@ def split_cross_entropy(path, data, subset, max_tokens=None, batch_size=None, us
                         model_overrides=None):
     """(summed nll in nats, target tokens) of the checkpoint at ``path`` on ``subset`` of ``data``,
     teacher-forced document by document as fairseq-validate scores it."""
-    from fairseq import checkpoint_utils, options, tasks, utils
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
     command = [str(data), "--user-dir", str(PLUGIN), "--task", "document_translation",
                "--criterion", "document_label_smoothed_cross_entropy", "--valid-subset", subset]
     command += ["--max-tokens", str(max_tokens)] if max_tokens is not None else []
@@ -105,8 +107,6 @@ def contrastive_context_use(model, task, items, max_tokens=4096, progress=lambda
     """(scores of every candidate in context, CXMI by key): the items scored with their context and
     without it; for "all" and each antecedent distance, the correct candidates' log-probability
     with context minus without, in bits per token, and the items and tokens counted."""
-    from memory_nmt.evaluation import contrastive
-
     with_context = contrastive.score_items(model, task, items, max_tokens, progress)
     alone = [replace(item, context_source=[], context_target=[]) for item in items]
     without_context = contrastive.score_items(model, task, alone, max_tokens, progress)

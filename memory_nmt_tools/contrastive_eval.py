@@ -33,10 +33,15 @@ import json
 import sys
 from types import SimpleNamespace
 
+import torch
+from fairseq import checkpoint_utils
+from tqdm import tqdm
+
 import memory_nmt  # noqa: F401  (registers the plugin; lets fairseq load checkpoints)
 from memory_nmt.evaluation import contrastive
 
 from .paths import check_paths
+from .prepare_documents import apply_bpe, tokenize
 from .text_files import TextFileError
 
 FILES = {
@@ -66,7 +71,6 @@ def preprocessed(items, args, source_lang, target_lang):
     """The items with Moses tokenization and BPE applied, as prepare_documents.py applies them."""
     if not args.moses and not args.bpe_codes:
         return items
-    from .prepare_documents import apply_bpe, tokenize
 
     def process(sentences, lang):
         unique = sorted(set(sentences))
@@ -85,8 +89,6 @@ def preprocessed(items, args, source_lang, target_lang):
 def load(path, data, use_cuda, model_overrides=None):
     """The checkpoint's model, its task, and its architecture's name (which labels its results);
     ``model_overrides`` replaces options the checkpoint was trained with, as fairseq's --model-overrides."""
-    from fairseq import checkpoint_utils
-
     overrides = {**(model_overrides or {}), **({"data": str(data)} if data else {})}
     (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=overrides)
     return (model.cuda() if use_cuda else model), task, cfg.model._name
@@ -94,8 +96,6 @@ def load(path, data, use_cuda, model_overrides=None):
 
 def evaluate(path, data, items, args, use_cuda, model_overrides=None):
     """(architecture, accuracy) of the checkpoint at ``path`` on ``items``."""
-    from tqdm import tqdm
-
     model, task, architecture = load(path, data, use_cuda, model_overrides)
     model_items = preprocessed(items, args, task.cfg.source_lang, task.cfg.target_lang)
     scores = contrastive.score_items(
@@ -106,6 +106,7 @@ def evaluate(path, data, items, args, use_cuda, model_overrides=None):
 
 
 def distance_order(key):
+    """Sorts the keys of ``contrastive.accuracy``: the distances by number, then other keys, "all" last."""
     return (key == "all", int(key) if key.lstrip("-").isdigit() else float("inf"), key)
 
 
@@ -171,8 +172,6 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    import torch
-
     use_cuda = torch.cuda.is_available() and not args.cpu
     try:
         items = read_items(args)

@@ -1,6 +1,6 @@
 """Training speed and memory of transformer_recurrent_memory against fairseq's transformer: see
-memory_nmt_tools/benchmark_training.py (also installed as memory-nmt-benchmark-training)."""
-from memory_nmt_tools.benchmark_training import main
+memory_nmt_tools/benchmarks/training.py (also installed as memory-nmt-benchmark-training)."""
+from memory_nmt_tools.benchmarks.training import main
 
 if __name__ == "__main__":
     main()

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from memory_nmt_tools import synthetic_documents
+
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "memory_nmt"
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -67,7 +69,7 @@ share_cores_between_workers()
 FAST_MODULES = (  # the quick tier (pytest -m fast, under a minute): options, data, batching, documents
     "test_option_ranges.py", "test_data.py", "test_packing.py", "test_package_imports.py", "test_docs_links.py",
     "test_paths.py", "test_document_bleu.py", "test_document_index.py", "test_synthetic.py",
-    "test_prepare_documents.py",
+    "test_prepare_documents.py", "test_system_contract.py",
 )
 
 
@@ -98,12 +100,10 @@ def run(command, cwd=None):
 @pytest.fixture(scope="session")
 def data_bin(tmp_path_factory):
     """train/valid/test splits of synthetic documents, binarized, with their docids."""
-    from memory_nmt.evaluation import synthetic
-
     root = tmp_path_factory.mktemp("corpus")
     for split, count, seed in (("train", 40, 1), ("valid", 8, 2), ("test", 6, 3)):
-        synthetic.write_documents(
-            synthetic.generate_documents(count, seed=seed, min_sentences=2, max_sentences=6),
+        synthetic_documents.write_documents(
+            synthetic_documents.generate_documents(count, seed=seed, min_sentences=2, max_sentences=6),
             str(root / "raw" / split),
         )
     run([

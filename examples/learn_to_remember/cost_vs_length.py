@@ -13,16 +13,16 @@ random source tokens, the model decodes as many target tokens). It is decoded
   decoding the whole target in one go (built with max source/target positions above the
   longest document).
 
-The models are randomly initialised and share their weights (``build_models`` of
-``benchmark_decoding.py``, whose helpers this script imports); cost does not depend on the
-weights. Every output is forced to the length of its input (the sentence's, or the whole
-document's: no eos before, eos after), so all three do the same number of beam steps per
-token. Each measurement runs in a process of its own, forked from the launching process (which
-only imports modules, so every child starts from the same state and CUDA is first initialised
-in the child): a warm-up document of two sentences decoded the same way, then the timed
-document. The peak is measured from just before the warm-up, above the level there: on cuda
+The models are randomly initialised and share their weights (``build_models`` of the decoding
+benchmark, ``memory_nmt_tools/benchmarks/decoding.py``, whose helpers this script imports); cost
+does not depend on the weights. Every output is forced to the length of its input (the
+sentence's, or the whole document's: no eos before, eos after), so all three do the same number
+of beam steps per token. Each measurement runs in a fresh process of its own (this script again,
+with the hidden --measure MODEL and --tokens N; ``memory_nmt_tools/benchmarks/peak_memory.py``),
+so every one starts from the same state: a warm-up document of two sentences decoded the same way, then the
+timed document. The peak is measured from just before the warm-up, above the level there: on cuda
 ``torch.cuda.max_memory_allocated``, on cpu the peak resident set ``VmHWM`` (as in
-``benchmark_decoding.py``). Printed: seconds and peak MiB per length and model, and the
+``benchmarks/decoding.py``). Printed: seconds and peak MiB per length and model, and the
 ratios memory/sentence and document/sentence of this run; plotted: both against tokens.
 
 Default CPU run: model 128/512, 4 heads, 3+3 layers, beam 2, 100-token sentences, lengths
@@ -32,8 +32,8 @@ On cuda the default model is transformer-base (512/2048, 8 heads, 6+6 layers), b
 """
 import argparse
 import logging
-import multiprocessing
 import random
+import sys
 import time
 
 import matplotlib
@@ -51,7 +51,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa
 # lanes have no padding elsewhere): importing it now keeps a one-time import out of its peak.
 import torch.fx.experimental.symbolic_shapes  # noqa: E402,F401
 
-from memory_nmt_tools.benchmark_decoding import (  # noqa: E402
+from memory_nmt_tools.benchmarks.decoding import (  # noqa: E402
     build_models,
     decode,
     dictionary,
@@ -61,8 +61,10 @@ from memory_nmt_tools.benchmark_decoding import (  # noqa: E402
     step_batches,
 )
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
-from memory_nmt.evaluation.synthetic import SyntheticDocument  # noqa: E402
-from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak  # noqa: E402
+from memory_nmt_tools.synthetic_documents import SyntheticDocument  # noqa: E402
+from memory_nmt_tools.benchmarks.peak_memory import (  # noqa: E402
+    MiB, measured_in_fresh_process, peak_name, peak_since, print_figures, start_peak,
+)
 from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 MODELS = ("sentence", "memory", "document")
@@ -92,7 +94,10 @@ def parse_args(argv=None):
     parser.add_argument("--vocabulary", type=int, default=1000, help="distinct random words")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--plot", required=True, help="PNG file to write, in an existing folder")
+    parser.add_argument("--measure", choices=MODELS, help=argparse.SUPPRESS)
+    parser.add_argument("--tokens", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.fp16 and args.device != "cuda":
         parser.error("--fp16 needs --device cuda")
     for name, default in zip(("embed_dim", "ffn_dim", "heads", "layers", "beam"), DEFAULTS[args.device]):
@@ -148,8 +153,8 @@ def decoding(name, model, document, vocabulary, args, stream):
 
 
 def measure(args, name, tokens):
-    """(In the child process.) Seconds and peak bytes of decoding a ``tokens`` document with ``name``:
-    the peak covers a two-sentence warm-up and the document, the time the document only."""
+    """(In the measuring process.) Print the seconds and peak bytes of decoding a ``tokens`` document
+    with ``name``: the peak covers a two-sentence warm-up and the document, the time the document only."""
     vocabulary = dictionary([" ".join(f"w{i}" for i in range(args.vocabulary))])
     plain, memory = build_models(args, vocabulary, vocabulary)
     models = {"sentence": plain, "memory": memory}
@@ -162,15 +167,14 @@ def measure(args, name, tokens):
     decode(*warmup_decoding, args)
     seconds, _ = decode(*measured_decoding, args)
     gpu = torch.cuda.get_device_name() if args.device == "cuda" else None
-    return {"seconds": seconds, "peak_bytes": peak_since(args.device, before), "gpu": gpu}
+    print_figures({"seconds": seconds, "peak_bytes": peak_since(args.device, before), "gpu": gpu})
 
 
 def measure_in_fresh_process(args, name, tokens):
-    """Measure in a process forked for this measurement alone. The launching process (``main``)
-    only imports modules, runs no torch computation and never initialises CUDA, so every child
-    starts from the same state; call ``main`` from a fresh process, as the command line does."""
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        return pool.apply(measure, (args, name, tokens))
+    """``measure``'s figures, measured in a process of its own."""
+    return measured_in_fresh_process(
+        [sys.executable, __file__, *args.argv, "--measure", name, "--tokens", str(tokens)]
+    )
 
 
 def format_table(args, results):
@@ -215,6 +219,8 @@ def plot(args, results, path):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.measure:
+        return measure(args, args.measure, args.tokens)
     start = time.perf_counter()
     results = {n: {name: measure_in_fresh_process(args, name, n) for name in MODELS} for n in args.lengths}
     gpu = results[args.lengths[0]][MODELS[0]]["gpu"]

@@ -2,7 +2,7 @@
 
     python examples/learn_to_remember/long_range_learning.py [--workdir runs/long_range] [--variants drop:window,recompute:window,recompute:1]
 
-Synthetic documents (``memory_nmt/evaluation/synthetic.py``) of --min-sentences to
+Synthetic documents (``memory_nmt_tools/synthetic_documents.py``) of --min-sentences to
 --max-sentences sentences, in which an ambiguous word's sense ("plant": pflanze or fabrik) is
 fixed only by the document's first sentence and a pronoun's form by its noun 1 to
 --max-pronoun-distance sentences back, train with fairseq-train once per variant:
@@ -63,7 +63,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from memory_nmt.evaluation import contrastive, cue_probe  # noqa: E402
-from memory_nmt.evaluation.synthetic import (  # noqa: E402
+from memory_nmt_tools.synthetic_documents import (  # noqa: E402
     TOPIC_SENTENCES,
     TOPICS,
     add_shape_options,

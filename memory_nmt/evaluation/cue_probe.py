@@ -1,7 +1,7 @@
 """What a trained memory model keeps of the sentence that cues a later word: written, then kept.
 
 For ``examples/learn_to_remember/long_range_learning.py --probe-epochs``, whose synthetic documents fix
-an ambiguous word's sense by their first sentence (``synthetic.py``). Documents are walked
+an ambiguous word's sense by their first sentence (``memory_nmt_tools/synthetic_documents.py``). Documents are walked
 teacher forced with the memory carried as in training (``memory_attention.py``); per memory layer:
 
 - ``written``: when the first sentence is written into the memory, the Update Attention's weight

@@ -11,7 +11,6 @@ import torch
 from fairseq.sequence_scorer import SequenceScorer
 
 from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run, walk
-from memory_nmt.evaluation import synthetic
 from memory_nmt.evaluation.contrastive import (
     ContrastiveDataError,
     ContrastiveItem,
@@ -21,7 +20,7 @@ from memory_nmt.evaluation.contrastive import (
     read_voita_json,
     score_items,
 )
-from memory_nmt_tools import contrastive_eval
+from memory_nmt_tools import contrastive_eval, synthetic_documents
 
 
 def write(path, lines):
@@ -259,10 +258,10 @@ def pronoun_documents(count, seed):
     """Documents cut after their pronoun sentence: a topic sentence, perhaps a sense sentence, a
     noun, then "it" one sentence later (4-sentence documents hold exactly one such pronoun)."""
     documents = []
-    for document in synthetic.generate_documents(count, seed=seed, min_sentences=4, max_sentences=4):
+    for document in synthetic_documents.generate_documents(count, seed=seed, min_sentences=4, max_sentences=4):
         (word,) = [w for w in document.context_words if w.phenomenon == "pronoun"]
         end = word.sentence + 1
-        documents.append(synthetic.SyntheticDocument(document.source[:end], document.target[:end], [word]))
+        documents.append(synthetic_documents.SyntheticDocument(document.source[:end], document.target[:end], [word]))
     return documents
 
 
@@ -271,7 +270,7 @@ def trained(tmp_path_factory):
     """A memory model and a sentence model trained for the same 160 updates on 600 documents (at
     120, trained with one thread, the memory model missed 1 of the 40 pronouns: too thin a margin)."""
     root = tmp_path_factory.mktemp("contrastive")
-    synthetic.write_documents(pronoun_documents(600, seed=1), str(root / "raw" / "train"))
+    synthetic_documents.write_documents(pronoun_documents(600, seed=1), str(root / "raw" / "train"))
     run([fairseq_command("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
          "--trainpref", str(root / "raw" / "train.flat"), "--destdir", str(root / "bin"),
          "--joined-dictionary", "--workers", "1"])
@@ -284,7 +283,7 @@ def trained(tmp_path_factory):
 
 def test_only_the_memory_model_tells_the_pronoun(trained):
     items = trained / "pronouns.json"
-    items.write_text(json.dumps(synthetic.contrastive_items(pronoun_documents(40, seed=2))))
+    items.write_text(json.dumps(synthetic_documents.contrastive_items(pronoun_documents(40, seed=2))))
     result = run([sys.executable, str(REPO / "scripts" / "contrastive_eval.py"), "--json", "--cpu",
                   "--path", str(trained / "memory" / "checkpoint_last.pt"), "--data", str(trained / "bin"),
                   "--sentence-model", str(trained / "sentence" / "checkpoint_last.pt"),

@@ -321,7 +321,7 @@ def test_nearest_centroid_tells_the_topic_by_the_even_documents_centroids():
 
 def test_probe_weighs_the_cue_as_the_attention_maps_and_tells_a_kept_topic(memory_model, monkeypatch):
     from memory_nmt.evaluation import cue_probe
-    from memory_nmt.evaluation.synthetic import generate_documents
+    from memory_nmt_tools.synthetic_documents import generate_documents
 
     _, model, task = memory_model
     task.load_dataset("test")
@@ -362,7 +362,7 @@ def test_probe_weighs_the_cue_as_the_attention_maps_and_tells_a_kept_topic(memor
 
 
 def test_long_range_items_are_the_context_words_with_their_cue_distance(tmp_path):
-    from memory_nmt.evaluation.synthetic import generate_documents
+    from memory_nmt_tools.synthetic_documents import generate_documents
 
     documents = generate_documents(20, seed=3, min_sentences=6, max_sentences=9)
     items, phenomena = long_range_learning.context_items(documents, tmp_path)
@@ -392,7 +392,7 @@ def test_long_range_learning_trains_each_variant_and_scores_every_epoch(tmp_path
     assert [(row[0], row[1], row[2]) for row in probed] == [
         (variant, "2", layer) for variant in ("drop:1", "recompute:2@1") for layer in ("encoder.1", "decoder.1")]
     assert (tmp_path / "drop-1" / "probe2.json").exists() and not (tmp_path / "sentence" / "probe2.json").exists()
-    from memory_nmt.evaluation.synthetic import DocumentShape, generate_documents
+    from memory_nmt_tools.synthetic_documents import DocumentShape, generate_documents
 
     train = generate_documents(6, seed=1, min_sentences=5, max_sentences=6, shape=DocumentShape(1, 0.3))
     distances = [w.distance for d in train for w in d.context_words if w.phenomenon == "sense"]

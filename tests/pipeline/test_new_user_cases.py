@@ -4,7 +4,7 @@ and the one line it must end with, where fairseq took the value silently or ende
 The cases of the plugin's other parts are pinned beside them: a resumed run's changed options
 (``test_cli.py``), a document that starves the lanes (``test_training_batches.py``), the hub's
 keywords and its numbering of sentences (``test_interactive.py``), contrastive items
-(``tests/tools/test_contrastive.py``)."""
+(``tests/evaluation/test_contrastive.py``)."""
 import subprocess
 
 import pytest

@@ -58,7 +58,8 @@ def test_the_graph_is_read_from_the_source():
     assert f"{PACKAGE}.pipeline.teacher_forcing" in graph[f"{PACKAGE}.pipeline.criterion"]
     assert f"{PACKAGE}.systems.previous_sentences" in graph[f"{PACKAGE}.systems.context_concat.model"]
     assert f"{PACKAGE}.pipeline.task" in graph[PACKAGE]
-    assert f"{TOOLS}.document_bleu" in graph[f"{TOOLS}.compare_systems"]
+    assert f"{TOOLS}.document_bleu" in graph[f"{TOOLS}.comparison_steps"]
+    assert f"{TOOLS}.comparison_steps" in graph[f"{TOOLS}.compare_systems"]  # imported in main, counted
 
 
 def test_no_import_cycle():
@@ -112,7 +113,7 @@ def test_the_tools_that_need_no_model_import_neither_fairseq_nor_the_plugin():
     """Importing the plugin registers it with fairseq (seconds, and fairseq's log lines on stderr):
     the commands that read and write text only start at once and print their own lines only."""
     light = ["text_files", "document_index", "paths", "generate_texts", "document_bleu", "prepare_documents",
-             "compare_systems", "experiments"]
+             "compare_systems", "experiments", "synthetic_documents"]
     probe = (
         f"import sys; import {', '.join('memory_nmt_tools.' + name for name in light)}; "
         "print(sorted(name for name in ('fairseq', 'torch', PACKAGE) if name in sys.modules))"

@@ -11,10 +11,10 @@ import pytest
 import torch
 from conftest import REPO
 
-from memory_nmt.benchmarks.peak_memory import MiB
-from memory_nmt_tools import benchmark_decoding, benchmark_training
+from memory_nmt_tools.benchmarks import decoding, training
+from memory_nmt_tools.benchmarks.peak_memory import MiB
 
-BENCHMARKS = {"benchmark_decoding.py": benchmark_decoding, "benchmark_training.py": benchmark_training}
+BENCHMARKS = {"benchmark_decoding.py": decoding, "benchmark_training.py": training}
 REFUSED = [  # script, arguments, the line it ends with after "SCRIPT: error: "
     ("benchmark_decoding.py", ["--beam", "0"], "argument --beam: 0: give 1 or more"),
     ("benchmark_decoding.py", ["--documents", "0"], "argument --documents: 0: give 1 or more"),
@@ -114,8 +114,8 @@ def test_training_benchmark_measures_the_other_rows_when_a_chunk_does_not_fit(da
         peaks_of.append(system)
         return MiB
 
-    monkeypatch.setattr(benchmark_training, "peak_in_subprocess", peak_in_subprocess)
-    benchmark_training.main([
+    monkeypatch.setattr(training, "peak_in_subprocess", peak_in_subprocess)
+    training.main([
         "--data", str(data_bin), "--max-tokens", "30", "--warmup", "0", "--updates", "1", "--repeats", "1",
         "--gradient-reaches", "0", "--systems", "local_global",
     ])

@@ -9,11 +9,11 @@ their other ones.
 import pytest
 
 from conftest import REPO, load_script
-from memory_nmt_tools import benchmark_training
+from memory_nmt_tools.benchmarks import training
 
 ANALYSES = REPO / "examples" / "learn_to_remember"
 COMMANDS = {
-    "benchmark_training": benchmark_training,
+    "benchmark_training": training,
     "quickstart": load_script(REPO / "examples" / "quickstart.py"),
     **{name: load_script(ANALYSES / f"{name}.py") for name in (
         "bleu_by_position", "cost_vs_length", "gradient_reach", "long_range_learning", "memory_attention_maps",

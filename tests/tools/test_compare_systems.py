@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from conftest import AMN, REPO, build, run, save_checkpoint
-from memory_nmt.evaluation import contrastive, synthetic
-from memory_nmt_tools import compare_systems, context_usage, contrastive_eval
+from memory_nmt.evaluation import contrastive
+from memory_nmt_tools import compare_systems, comparison_steps, context_usage, contrastive_eval, synthetic_documents
 
 SCRIPT = REPO / "scripts" / "compare_systems.py"
 
 
 def write_items(items):
     """The test documents' context words, as the data_bin fixture made them, as contrastive items."""
-    documents = synthetic.generate_documents(6, seed=3, min_sentences=2, max_sentences=6)
-    items.write_text(json.dumps(synthetic.contrastive_items(documents)))
+    documents = synthetic_documents.generate_documents(6, seed=3, min_sentences=2, max_sentences=6)
+    items.write_text(json.dumps(synthetic_documents.contrastive_items(documents)))
     return items
 
 
@@ -98,8 +98,8 @@ def test_model_overrides_reach_their_system_only(data_bin, tmp_path):
         "--data", str(data_bin), "--system", f"lg={checkpoint}", "--system", f"lg-5={checkpoint}",
         "--model-overrides", "lg-5={'chunk_sentences': 5}",
     ])
-    assert "--model-overrides" not in compare_systems.decoding_options(args, "lg", str(checkpoint))
-    options = compare_systems.decoding_options(args, "lg-5", str(checkpoint))
+    assert "--model-overrides" not in comparison_steps.decoding_options(args, "lg", str(checkpoint))
+    options = comparison_steps.decoding_options(args, "lg-5", str(checkpoint))
     assert options[options.index("--model-overrides") + 1] == "{'chunk_sentences': 5}"
     for wrong, message in (("lg-5=chunk", "give NAME=DICT"), ("other={'a': 1}", "no --system is named other")):
         done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"lg-5={checkpoint}",
@@ -133,7 +133,7 @@ def nothing_translated(monkeypatch, tmp_path):
     def translate(*args):
         raise AssertionError("a system was translated before the paths were checked")
 
-    monkeypatch.setattr(compare_systems, "translate", translate)
+    monkeypatch.setattr(comparison_steps, "translate", translate)
     (tmp_path / "checkpoint.pt").write_bytes(b"")
     (tmp_path / "data").mkdir()
     (tmp_path / "test.docids").write_text("d1\nd1\n")
@@ -167,8 +167,8 @@ def test_a_failed_step_points_at_a_log_that_is_kept(monkeypatch, tmp_path, data_
     def fairseq_generate(command, **kwargs):
         return subprocess.CompletedProcess(command, 1, stdout="", stderr="Traceback ...\nRuntimeError: boom\n")
 
-    monkeypatch.setattr(compare_systems.subprocess, "run", fairseq_generate)
-    monkeypatch.setattr(compare_systems.tempfile, "tempdir", str(tmp_path))  # the kept folder goes here
+    monkeypatch.setattr(comparison_steps.subprocess, "run", fairseq_generate)
+    monkeypatch.setattr(comparison_steps.tempfile, "tempdir", str(tmp_path))  # the kept folder goes here
     with pytest.raises(SystemExit) as failed:
         compare_systems.main(["--data", str(data_bin), "--system", f"a={sentence_checkpoint}", "--cpu"])
     log = re.search(r"its log: (\S+)\)", str(failed.value.code))[1]
@@ -205,7 +205,7 @@ def what_a_user_sees(data_bin, tmp_path_factory):
     seen = {}
 
     def in_process(arguments, checkpoint_gone=None):
-        measure = compare_systems.measure_in_subprocess
+        measure = comparison_steps.measure_in_subprocess
 
         def measure_after_removing(args, name, path, length, workdir):
             if name == checkpoint_gone:
@@ -215,7 +215,7 @@ def what_a_user_sees(data_bin, tmp_path_factory):
         printed = io.StringIO()
         with pytest.MonkeyPatch.context() as patch, redirect_stdout(printed), pytest.raises(SystemExit) as stopped:
             patch.chdir(root)
-            patch.setattr(compare_systems, "measure_in_subprocess", measure_after_removing)
+            patch.setattr(comparison_steps, "measure_in_subprocess", measure_after_removing)
             compare_systems.main(arguments)
         return printed.getvalue().splitlines() + str(stopped.value.code).splitlines()
 

@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 
 from conftest import MEMORY_TRAIN, fairseq_command, run
-from memory_nmt.evaluation import contrastive, synthetic
-from memory_nmt_tools import context_usage
+from memory_nmt.evaluation import contrastive
+from memory_nmt_tools import context_usage, synthetic_documents
 from memory_nmt_tools.contrastive_eval import load
 
 
@@ -53,9 +53,9 @@ def test_cxmi_is_zero_without_context_and_not_with_it(data_bin, sentence_checkpo
 @pytest.fixture(scope="module")
 def items(tmp_path_factory):
     """The test documents' context words, as the data_bin fixture made them."""
-    documents = synthetic.generate_documents(6, seed=3, min_sentences=2, max_sentences=6)
+    documents = synthetic_documents.generate_documents(6, seed=3, min_sentences=2, max_sentences=6)
     path = tmp_path_factory.mktemp("items") / "items.json"
-    path.write_text(json.dumps(synthetic.contrastive_items(documents)))
+    path.write_text(json.dumps(synthetic_documents.contrastive_items(documents)))
     return contrastive.read_voita_json(str(path))
 
 
@@ -93,7 +93,8 @@ def quickstart_memory(tmp_path_factory):
     memory model trained on them for 12 epochs: (data, checkpoint)."""
     root = tmp_path_factory.mktemp("quickstart_small")
     for split, count, seed in (("train", 120, 1), ("valid", 10, 1001), ("test", 20, 2001)):
-        synthetic.write_documents(synthetic.generate_documents(count, seed=seed), str(root / "raw" / split))
+        documents = synthetic_documents.generate_documents(count, seed=seed)
+        synthetic_documents.write_documents(documents, str(root / "raw" / split))
     run([
         fairseq_command("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
         *(f"--{split}pref={root / 'raw' / split}.flat" for split in ("train", "valid", "test")),

@@ -14,7 +14,7 @@ Measures, in one run:
    inverse, which tells what the memory costs by design from what its implementation costs.
 2. Memory and time flat in document length. Single documents of --lengths sentences are decoded
    by the memory model sentence by sentence (one lane, memory carried), each in a fresh
-   subprocess (this script with the hidden --measure-peak N), after a 2-sentence warm-up document.
+   process (this command with the hidden --measure-peak N), after a 2-sentence warm-up document.
    Reports, per length, the peak memory above the level before the warm-up, the time per
    sentence (warm-up excluded), and their ratios to the shortest document (target ~1.0). The
    peak is measured as ``peak_memory.py`` says (cuda: tensor bytes; cpu: peak resident set).
@@ -37,9 +37,7 @@ GPU (default model transformer-base 512/2048, 8 heads, 6+6 layers):
     python scripts/benchmark_decoding.py --device cuda [--fp16]
 """
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
 from argparse import Namespace
@@ -51,16 +49,17 @@ from fairseq.data import Dictionary, LanguagePairDataset
 from fairseq.models.transformer import TransformerModel
 from fairseq.sequence_generator import SequenceGenerator
 
-from memory_nmt.benchmarks.arithmetic import ArithmeticCounter
-from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak
-from memory_nmt.evaluation.synthetic import generate_documents, generate_long_document
 from memory_nmt.pipeline.data import Document as DocumentSpan
 from memory_nmt.pipeline.data import DocumentDataset
 from memory_nmt.pipeline.planners import DocumentLanes, EpochRequest
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.task import DocumentTranslationConfig, DocumentTranslationTask
 from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryOptions, RecurrentMemoryTransformerModel
-from memory_nmt_tools.benchmark_options import as_declared, at_least, comma_separated, refuse_missing_cuda
+
+from ..synthetic_documents import generate_documents, generate_long_document
+from .arithmetic import ArithmeticCounter
+from .options import as_declared, at_least, comma_separated, refuse_missing_cuda
+from .peak_memory import MiB, measured_in_fresh_process, peak_name, peak_since, print_figures, start_peak
 
 DEFAULT_DIMS = {  # embed_dim, ffn_dim, heads, layers (each side)
     "cpu": (256, 1024, 4, 3),
@@ -228,16 +227,14 @@ def measure_peak(args):
     before = start_peak(args.device)
     decode(gen, warmup_batches, args)
     seconds, _ = decode(gen, batches, args)
-    peak = peak_since(args.device, before)
-    print(json.dumps({"peak_bytes": peak, "seconds_per_sentence": seconds / n}))
+    print_figures({"peak_bytes": peak_since(args.device, before), "seconds_per_sentence": seconds / n})
 
 
 def peak_in_subprocess(args, n):
-    command = [sys.executable, "-m", "memory_nmt_tools.benchmark_decoding", *args.argv, "--measure-peak", str(n)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"--measure-peak {n} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """``measure_peak``'s figures for the ``n``-sentence document, measured in a fresh process."""
+    return measured_in_fresh_process(
+        [sys.executable, "-m", "memory_nmt_tools.benchmarks.decoding", *args.argv, "--measure-peak", str(n)]
+    )
 
 
 def main(argv=None):

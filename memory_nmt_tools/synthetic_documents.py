@@ -1,9 +1,11 @@
 """Synthetic parallel documents whose correct translation needs earlier sentences of the document.
 
-Used by the quickstart, the tests and the benchmarks. An English-like source and a German-like
-target, word level, lower case, ASCII, tokens separated by single spaces, every sentence ending
-with " .". Every word translates deterministically given its own sentence, except two kinds of
-context-dependent words, drawn independently and uniformly, so a sentence-level model is at chance:
+Used by the quickstart, the paper's analyses, the tests and the benchmarks; its command line
+(``memory-nmt-synthetic-documents``, ``scripts/synthetic_documents.py``) writes documents for
+fairseq-preprocess. An English-like source and a German-like target, word level, lower case,
+ASCII, tokens separated by single spaces, every sentence ending with " .". Every word translates
+deterministically given its own sentence, except two kinds of context-dependent words, drawn
+independently and uniformly, so a sentence-level model is at chance:
 
 - ``pronoun`` (chance 1/3): a sentence introduces a noun ("i saw a table ." -> "ich sah einen
   tisch ."), and 1 to 3 sentences later "it" refers to it ("it was red ." -> "er|sie|es war rot .").
@@ -18,7 +20,7 @@ how far back a pronoun's noun may be, how often a sentence holds an ambiguous wo
 ambiguous words and adjectives there are (beyond the listed ones, made-up word pairs, the same
 for every seed), so that a sense word can be as rare as a name or a term in real documents.
 
-Only the standard library is used, so this file also runs as a script (see ``main``).
+Only the standard library is used: neither fairseq nor the plugin is imported.
 """
 import argparse
 import os

@@ -59,11 +59,9 @@ GPU:
     python scripts/benchmark_training.py --device cuda --size base --max-tokens 4096 --fp16
 """
 import argparse
-import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import time
 from typing import Dict, List, Tuple
@@ -75,9 +73,6 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 from fairseq_cli import preprocess
 
-from memory_nmt.benchmarks.arithmetic import ArithmeticCounter
-from memory_nmt.benchmarks.peak_memory import MiB, peak_name, peak_since, start_peak
-from memory_nmt.evaluation.synthetic import generate_documents, write_documents
 from memory_nmt.pipeline.data import DocumentDataError, parse_window
 from memory_nmt.pipeline.errors import InputError
 from memory_nmt.pipeline.option_ranges import refusing_unreadable
@@ -86,10 +81,14 @@ from memory_nmt.pipeline.task import DEFAULT_WINDOW, LANE_ROWS, DocumentTranslat
 from memory_nmt.pipeline.truncation import (
     DEFAULT_ACROSS_WINDOWS, WINDOW, drop_cuts_every_gradient, parse_gradient_reach,
 )
-from memory_nmt_tools.benchmark_options import as_declared, at_least, comma_separated, refuse_missing_cuda
-from memory_nmt_tools.paths import check_paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..paths import check_paths
+from ..synthetic_documents import generate_documents, write_documents
+from .arithmetic import ArithmeticCounter
+from .options import as_declared, at_least, comma_separated, refuse_missing_cuda
+from .peak_memory import MiB, measured_in_fresh_process, peak_name, peak_since, print_figures, start_peak
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLUGIN = os.path.join(ROOT, "memory_nmt")
 
 SIZES = {  # embed_dim, ffn_dim, heads, layers (each side)
@@ -312,15 +311,14 @@ def measure_peak(args):
     train_updates(trainer, batches, 1, args.device)
     before = start_peak(args.device)
     train_updates(trainer, batches, args.updates, args.device)
-    print(json.dumps({"peak_bytes": peak_since(args.device, before)}))
+    print_figures({"peak_bytes": peak_since(args.device, before)})
 
 
-def peak_in_subprocess(args, system):
-    command = [sys.executable, "-m", "memory_nmt_tools.benchmark_training", *args.argv, "--measure-peak", system]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"--measure-peak {system} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"]
+def peak_in_subprocess(args, system) -> int:
+    """Peak bytes of training ``system`` (``measure_peak``), measured in a fresh process."""
+    return measured_in_fresh_process(
+        [sys.executable, "-m", "memory_nmt_tools.benchmarks.training", *args.argv, "--measure-peak", system]
+    )["peak_bytes"]
 
 
 def flops_per_target_token(trainer, batches, args) -> float:
