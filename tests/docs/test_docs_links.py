@@ -1,6 +1,6 @@
-"""Every relative link of the README and the docs (docs/, examples/) leads somewhere: its file
-exists, relative to the page that links it, and a ``#heading`` is a heading of that page (as
-GitHub makes the anchor: lower case, punctuation dropped, spaces as hyphens)."""
+"""Every relative link of the README, the CHANGELOG and the docs (docs/, examples/) leads
+somewhere: its file exists, relative to the page that links it, and a ``#heading`` is a heading
+of that page (as GitHub makes the anchor: lower case, punctuation dropped, spaces as hyphens)."""
 import re
 from pathlib import Path
 
@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")  # [text](target), not an image
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "examples").glob("**/*.md"))]
+PAGES = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "examples").glob("**/*.md"))]
 
 
 def prose_lines(page: Path):
