@@ -229,27 +229,26 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
 
     def read_memory(self, carry: Optional[MemoryCarry], lanes: int) -> Dict[str, Tensor]:
         """The memory a sentence reads: its carry's memory with the previous sentence's states
-        written into it (Update Attention); a row with no sentence to write (a document's
-        start) reads its carry's memory as it is, and with no carry every row reads the
-        initial memory."""
+        written into it (Update Attention); a row with no sentence to write starts its document
+        and reads the initial memory, as every row does with no carry."""
         units = self.memory_units()
-        if carry is None:
-            return {name: unit.initial(lanes) for name, unit in units.items()}
-        written = carry.rows_with_sentence()
-        if not written.numel():
-            return carry.memory
-        every_row = written.numel() == lanes
-        writing = carry if every_row else carry.rows(written)
-        new = {
-            name: unit.write(writing.memory[name], writing.states[name], writing.padding_mask[name])
-            for name, unit in units.items()
-        }
-        if every_row:
-            return new
-        memory = {name: m.clone() for name, m in carry.memory.items()}
-        for name, rows_memory in new.items():
+        written = carry.rows_with_sentence() if carry is not None else None
+        if written is not None and written.numel() == lanes:
+            return self.written_memory(carry)
+        initial = {name: unit.initial(lanes) for name, unit in units.items()}
+        if written is None or not written.numel():
+            return initial
+        memory = {name: m.clone() for name, m in initial.items()}
+        for name, rows_memory in self.written_memory(carry.rows(written)).items():
             memory[name][:, written] = rows_memory
         return memory
+
+    def written_memory(self, carry: MemoryCarry) -> Dict[str, Tensor]:
+        """Each memory of ``carry``, every row of which has a sentence, with that sentence written in."""
+        return {
+            name: unit.write(carry.memory[name], carry.states[name], carry.padding_mask[name])
+            for name, unit in self.memory_units().items()
+        }
 
     def starting_carry(self, lanes, rows, net_input) -> MemoryCarry:
         """The initial memory, with no sentence to write into it."""
