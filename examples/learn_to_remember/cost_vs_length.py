@@ -26,8 +26,9 @@ timed document. The peak is measured from just before the warm-up, above the lev
 ratios memory/sentence and document/sentence of this run; plotted: both against tokens.
 
 Default CPU run: model 128/512, 4 heads, 3+3 layers, beam 2, 100-token sentences, lengths
-100,300,1000,2000: about 1.5 minutes of CPU time on one thread (3.5 minutes of wall time on
-a busy shared 2-core machine), 90% of it in the whole-document model at 1000 and 2000 tokens.
+100,300,1000,2000: about 2 minutes on a quiet 2-core machine with one thread (106 s measured,
+the twelve fresh processes' start included), most of it in the whole-document model at 1000 and
+2000 tokens.
 On cuda the default model is transformer-base (512/2048, 8 heads, 6+6 layers), beam 5.
 """
 import argparse
