@@ -241,6 +241,10 @@ def carry_of_rows(
     if continues is None or bool(continues.all()):
         return carry
     continuing, starting = continues.nonzero().squeeze(1), (~continues).nonzero().squeeze(1)
+    if carry.lanes.numel() != continuing.numel():
+        raise ValueError(
+            f"the carry holds {carry.lanes.numel()} rows, but {continuing.numel()} rows continue their documents"
+        )
     stacked = carry.stacked(system.starting_carry(lanes[starting], starting, net_input))
     return stacked.rows(torch.cat([continuing, starting]).argsort())
 

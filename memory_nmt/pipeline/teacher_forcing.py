@@ -1,10 +1,11 @@
 """One sentence step teacher-forced on its reference: the pipeline's single definition of it.
 
 A step's rows (one sentence of each of its lanes) read their context from what the lanes
-carried in, or from the context sentences the batch brings (``chosen_context.py``), through
-``DocumentSystem.sentence_context`` (``system.py``), go through the model with the
-reference as the decoder's input, and hand on what the lanes carry to their next sentences
-(``DocumentSystem.carry_out``, ``carry.py``). Training and validation (``criterion.py``),
+carried in, or, where a row starts its document, from what the system starts one with
+(``carry_of_rows``), or from the context sentences the batch brings (``chosen_context.py``),
+through the system's ``sentence_context`` (``system.py``), go through the model with the
+reference as the decoder's input, and hand on what the lanes carry to their next sentences (its
+``carry_out``, ``carry.py``). Training and validation (``criterion.py``),
 contrastive scoring (``evaluation/contrastive.py``), the attention analyses
 (``evaluation/memory_attention.py``) and the tests' shared walk run a sentence this way, so none
 of them can drift from what training does; the gradient-reach analysis alone carries the memory
@@ -64,8 +65,9 @@ def teacher_forced_step(
 
     ``carry`` is what the lanes carried in, selected to the rows (None where every row starts its
     document); where ``continues`` (B,) is given (lanes that refill), only the rows it marks go on
-    with their lane's document and read it, the others start one. ``features_only`` stops the decoder at its features (no output projection);
-    ``loss_of(net_output)``, if given, is computed inside the "forward" region."""
+    with their lane's document and read it, the others start one. ``features_only`` stops the
+    decoder at its features (no output projection); ``loss_of(net_output)``, if given, is
+    computed inside the "forward" region."""
     system = document_system(model)
     if continues is not None and carry is not None:
         carry = carry.rows(continues.nonzero().squeeze(1)) if bool(continues.any()) else None

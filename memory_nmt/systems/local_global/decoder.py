@@ -67,4 +67,3 @@ class LocalGlobalDecoder(TransformerDecoderBase):
             extra["target_states"] = [previous.states[index] for index in range(len(self.layers))]
             extra["target_padding"] = prev_output_tokens.eq(self.padding_idx)
         return features, extra
-

@@ -112,11 +112,13 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
         """A chunk's first sentence: the chunk's source sentences, which the batch brings
         (``chunk_src_tokens``, ``chunk_lengths``), encoded, and no previous sentence. Whole chunks
         (training) carry nothing: their source is the batch's."""
-        if "chunk_lengths" not in net_input:
+        whole_chunks = "chunk_lengths" not in net_input and rows.numel() == net_input["src_tokens"].size(0)
+        if whole_chunks:
             return Carry(lanes)
-        lengths = net_input["chunk_lengths"][rows]
-        if not bool(lengths.gt(0).all()):
+        lengths = net_input.get("chunk_lengths")
+        if lengths is None or not bool(lengths[rows].gt(0).all()):
             raise ValueError("a row starts a chunk, but the batch does not give the chunk's source sentences")
+        lengths = lengths[rows]
         encoded, encoded_padding = self.encoder.encode_given_chunks(net_input["chunk_src_tokens"], lengths)
         no_memory = [encoded.new_zeros(0, lanes.numel(), encoded.size(-1)) for _ in self.decoder.layers]
         return ChunkCarry(

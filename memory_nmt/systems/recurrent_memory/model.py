@@ -230,7 +230,9 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
     def read_memory(self, carry: Optional[MemoryCarry], lanes: int) -> Dict[str, Tensor]:
         """The memory a sentence reads: its carry's memory with the previous sentence's states
         written into it (Update Attention); a row with no sentence to write starts its document
-        and reads the initial memory, as every row does with no carry."""
+        and reads the initial memory, as every row does with no carry. (Its carry holds the
+        initial memory too, ``starting_carry``; it is taken from the units here so that its
+        gradient reaches them by the same sums whichever rows share the batch.)"""
         units = self.memory_units()
         written = carry.rows_with_sentence() if carry is not None else None
         if written is not None and written.numel() == lanes:
