@@ -64,7 +64,7 @@ from memory_nmt_tools.benchmarks.decoding import (  # noqa: E402
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator  # noqa: E402
 from memory_nmt_tools.synthetic_documents import SyntheticDocument  # noqa: E402
 from memory_nmt_tools.benchmarks.peak_memory import (  # noqa: E402
-    MiB, measured_in_fresh_process, peak_name, peak_since, print_figures, start_peak,
+    MiB, measured_or_exit, peak_name, peak_since, print_figures, start_peak,
 )
 from memory_nmt_tools.paths import check_paths  # noqa: E402
 
@@ -172,8 +172,8 @@ def measure(args, name, tokens):
 
 
 def measure_in_fresh_process(args, name, tokens):
-    """``measure``'s figures, measured in a process of its own."""
-    return measured_in_fresh_process(
+    """``measure``'s figures, measured in a process of its own (its failure ends this one)."""
+    return measured_or_exit(
         [sys.executable, __file__, *args.argv, "--measure", name, "--tokens", str(tokens)]
     )
 

@@ -60,7 +60,7 @@ from ..synthetic_documents import generate_documents, generate_long_document
 from .arithmetic import ArithmeticCounter
 from .options import as_declared, at_least, comma_separated, refuse_missing_cuda
 from .peak_memory import (
-    MiB, FreshProcessError, measured_in_fresh_process, peak_name, peak_since, print_figures, start_peak,
+    MiB, measured_or_exit, peak_name, peak_since, print_figures, start_peak,
 )
 
 DEFAULT_DIMS = {  # embed_dim, ffn_dim, heads, layers (each side)
@@ -235,12 +235,9 @@ def measure_peak(args):
 def peak_in_subprocess(args, n):
     """``measure_peak``'s figures for the ``n``-sentence document, measured in a fresh process; the
     command ends with its message if that process fails."""
-    try:
-        return measured_in_fresh_process(
-            [sys.executable, "-m", "memory_nmt_tools.benchmarks.decoding", *args.argv, "--measure-peak", str(n)]
-        )
-    except FreshProcessError as error:
-        sys.exit(str(error))
+    return measured_or_exit(
+        [sys.executable, "-m", "memory_nmt_tools.benchmarks.decoding", *args.argv, "--measure-peak", str(n)]
+    )
 
 
 def main(argv=None):

@@ -14,6 +14,7 @@ line of output), and ``measured_in_fresh_process`` runs it and reads them. The b
 import json
 import shlex
 import subprocess
+import sys
 
 import torch
 
@@ -67,3 +68,12 @@ def measured_in_fresh_process(command) -> dict:
     if done.returncode:
         raise FreshProcessError(command, done.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measured_or_exit(command) -> dict:
+    """``measured_in_fresh_process``, for a command line (the benchmarks): a failed measuring
+    process ends this one with its message, on no traceback."""
+    try:
+        return measured_in_fresh_process(command)
+    except FreshProcessError as error:
+        sys.exit(str(error))

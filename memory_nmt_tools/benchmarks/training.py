@@ -87,7 +87,7 @@ from ..synthetic_documents import generate_documents, write_documents
 from .arithmetic import ArithmeticCounter
 from .options import as_declared, at_least, comma_separated, refuse_missing_cuda
 from .peak_memory import (
-    MiB, FreshProcessError, measured_in_fresh_process, peak_name, peak_since, print_figures, start_peak,
+    MiB, measured_or_exit, peak_name, peak_since, print_figures, start_peak,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -319,12 +319,9 @@ def measure_peak(args):
 def peak_in_subprocess(args, system) -> int:
     """Peak bytes of training ``system`` (``measure_peak``), measured in a fresh process; the
     command ends with its message if that process fails."""
-    try:
-        return measured_in_fresh_process(
-            [sys.executable, "-m", "memory_nmt_tools.benchmarks.training", *args.argv, "--measure-peak", system]
-        )["peak_bytes"]
-    except FreshProcessError as error:
-        sys.exit(str(error))
+    return measured_or_exit(
+        [sys.executable, "-m", "memory_nmt_tools.benchmarks.training", *args.argv, "--measure-peak", system]
+    )["peak_bytes"]
 
 
 def flops_per_target_token(trainer, batches, args) -> float:
