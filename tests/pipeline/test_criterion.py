@@ -11,6 +11,7 @@ import torch
 
 from conftest import AMN, CONCAT, TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, only_pass, refused_option
 from memory_nmt.pipeline.carry import CarryOrderError, CarryStore
+from memory_nmt.pipeline.option_ranges import OptionError
 
 
 def _window_of_three(task):
@@ -446,3 +447,44 @@ def test_the_document_criterion_outside_the_document_task_is_refused(data_bin):
                                          "with --task document_translation"):
         build(data_bin, "--arch", "transformer", *TINY_DIMS, "--criterion",
               "document_label_smoothed_cross_entropy", task="translation")
+
+
+@pytest.mark.parametrize("layout", [[], ["--encoder-normalize-before", "--decoder-normalize-before"]])
+@pytest.mark.parametrize("reach", ["window", "1"])
+def test_checkpointed_activations_give_the_same_gradients(data_bin, reach, layout):
+    """--checkpoint-activations: every layer of the memory model, memory layers included, runs
+    forward again in the backward pass (reading the memory of the call that ran it), and the
+    gradients are those of the model that keeps its activations, through the window's single
+    backward pass and through --gradient-reach K's hop alike."""
+    options = [*TINY_MODEL, *layout, "--optimization-window", "3", "--gradient-reach", reach]
+    _, model, criterion, _ = build(data_bin, *options)
+    task, checkpointed, checkpointed_criterion, _ = build(data_bin, *options, "--checkpoint-activations")
+    assert task.regime.training.packed_width is None, "a packed row's masks are gone by the backward pass"
+    make_reads_nonzero(model)
+    checkpointed.load_state_dict(model.state_dict())
+    layers = [*checkpointed.encoder.layers, *checkpointed.decoder.layers]
+    assert all(hasattr(layer, "precheckpoint_forward") for layer in layers)
+    runs = []
+    for layer in layers:
+        layer.fc1.register_forward_hook(lambda module, inputs, output: runs.append(module))
+    steps = _window_of_three(task)
+    gradients = []
+    for one_model, one_criterion in ((model, criterion), (checkpointed, checkpointed_criterion)):
+        one_model.train()
+        torch.manual_seed(5)
+        one_criterion.forward_window(one_model, lane_steps(steps), backward=lambda loss: loss.backward())
+        gradients.append({n: p.grad for n, p in one_model.named_parameters() if p.grad is not None})
+    forward_runs = 3 * len(layers)
+    if reach == "window":  # one backward pass through each step
+        assert len(runs) == 2 * forward_runs, "each layer of each step runs forward twice"
+    else:  # and the gradient hops to each step but the last recompute the layers they go through
+        assert len(runs) > 2 * forward_runs
+    plain, recomputed = gradients
+    assert plain.keys() == recomputed.keys() and any(".memory." in name for name in plain)
+    for name, gradient in plain.items():
+        assert torch.allclose(recomputed[name], gradient, rtol=1e-5, atol=1e-7), name
+
+
+def test_offloaded_activations_are_refused_naming_the_option_to_give(data_bin):
+    with pytest.raises(OptionError, match=r"does not support --offload-activations .*give --checkpoint-activations alone"):
+        build(data_bin, *TINY_MODEL, "--offload-activations")

@@ -1,6 +1,5 @@
 """transformer_recurrent_memory: equal to a plain transformer given its weights; a sentence's
 output depends on earlier sentences of its own document and on nothing else."""
-import re
 
 import pytest
 import torch
@@ -12,17 +11,26 @@ from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.systems.recurrent_memory.model import memory_layer_indices
 
 PLAIN_MODEL = ["--arch", "transformer", *TINY_DIMS]
+PRE_NORM = ["--encoder-normalize-before", "--decoder-normalize-before"]
+LAYOUTS = {  # fairseq's transformer-base, NLLB's pre-norm layers, mBART's (with learned positions and embedding norm)
+    "post-norm": [],
+    "pre-norm": PRE_NORM,
+    "mbart": [*PRE_NORM, "--encoder-learned-pos", "--decoder-learned-pos", "--layernorm-embedding"],
+}
 
 
-@pytest.fixture(scope="module")
-def plain_and_memory(data_bin):
-    _, plain, _, _ = build(data_bin, *PLAIN_MODEL, "--seed", "3", task="translation")
-    task, memory_model, _, _ = build(data_bin, *TINY_MODEL, "--seed", "4")
-    memory_model.load_state_dict(plain.state_dict())
+@pytest.fixture(scope="module", params=LAYOUTS)
+def plain_and_memory(data_bin, request):
+    layout = LAYOUTS[request.param]
+    _, plain, _, _ = build(data_bin, *PLAIN_MODEL, *layout, "--seed", "3", task="translation")
+    task, memory_model, _, cfg = build(data_bin, *TINY_MODEL, *layout, "--seed", "4")
+    memory_model.load_state_dict(plain.state_dict(), model_cfg=cfg.model)
     return task, plain.eval(), memory_model.eval()
 
 
 def test_memory_model_with_transformer_weights_is_that_transformer(plain_and_memory):
+    """Post-norm or pre-norm, the memory model started from a transformer's weights computes that
+    transformer exactly, whatever memory it reads, and translates as it does."""
     task, plain, memory_model = plain_and_memory
     steps = batches(task, "test")
     sample = steps[1]
@@ -47,6 +55,33 @@ def test_memory_model_with_transformer_weights_is_that_transformer(plain_and_mem
         expected = plain_generator.generate([plain], sample)
         got = document_generator.generate([memory_model], sample)
         assert [h[0]["tokens"].tolist() for h in got] == [h[0]["tokens"].tolist() for h in expected]
+        assert [h[0]["score"] for h in got] == [h[0]["score"] for h in expected]
+
+
+def test_a_pre_norm_memory_reads_the_normalised_stream_after_self_attention(data_bin):
+    """In a pre-norm layer the memory's own layer norm gives the states it records and reads with
+    (in a post-norm layer the block's layer norm does, and the memory has none); once the read
+    is not zero, what it adds reaches the output, and every sentence's memory is its document's."""
+    _, post_norm, _, _ = build(data_bin, *TINY_MODEL)
+    assert not any("read_layer_norm" in name for name, _ in post_norm.named_parameters())
+    task, model, _, _ = build(data_bin, *TINY_MODEL, *PRE_NORM)
+    layer = model.encoder.layers[-1]
+    assert layer.memory.read_layer_norm is not None
+    make_reads_nonzero(model)
+    with torch.no_grad():
+        layer.memory.read_layer_norm.weight.mul_(2.0)
+    model.eval()
+    normalised = []
+    layer.memory.read_layer_norm.register_forward_hook(lambda module, inputs, output: normalised.append(output))
+    sample = batches(task, "test")[0]
+    with torch.no_grad():
+        _, extra = model(**sample["net_input"])
+    assert torch.equal(extra["encoder_out"]["memory_states"][0]["encoder.1"], normalised[0])
+    first = walk(model, batches(task, "test"))
+    with torch.no_grad():
+        layer.memory.read_attn.out_proj.weight.zero_()
+        layer.memory.read_attn.out_proj.bias.zero_()
+    assert any(not torch.equal(logits, walk(model, batches(task, "test"))[sentence]) for sentence, logits in first.items())
 
 
 def test_the_pipelines_teacher_forced_step_is_the_memory_written_out_by_hand(data_bin):

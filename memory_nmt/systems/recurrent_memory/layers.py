@@ -1,10 +1,20 @@
 """Transformer layers that read and record the memory, and the scope through which they get it.
 
-A memory layer is fairseq's own encoder or decoder layer (post-norm, as in transformer-base)
-with a ``RecurrentMemory`` attached. Right after the self-attention block (after its layer
-norm), the sentence states ``h`` are recorded for the memory update, and the Output
-Attention's read ``MHA(h, M, M)`` is added to the stream, before the encoder's feed-forward
-block or the decoder's cross-attention. During beam search a decoder layer keeps its states of
+A memory layer is fairseq's own encoder or decoder layer with a ``RecurrentMemory`` attached,
+read right after the self-attention block, before the encoder's feed-forward block or the
+decoder's cross-attention:
+
+- post-norm (transformer-base, the paper's): the states ``h`` after the block's layer norm are
+  recorded for the memory update, and the Output Attention's read ``MHA(h, M, M)`` is added to
+  them;
+- pre-norm (``--encoder/--decoder-normalize-before``: mBART, NLLB), where the block ends in its
+  residual sum and no layer norm follows it: the memory's own layer norm (``read_layer_norm``)
+  normalises the residual stream there into the states ``h`` that are recorded and read with, and
+  the read is added to the residual stream, as every pre-norm sublayer adds its output. The read
+  thus sits where the paper's does, and the memory sees normalised states in both layouts.
+
+Either way the read starts at zero (``memory.py``), so the layer computes what fairseq's layer
+computes until finetuning moves it. During beam search a decoder layer keeps its states of
 every step, and the beams' reorderings, in the incremental state, so that a finished
 hypothesis's states need no second pass over it (``recorded_states``).
 
@@ -78,14 +88,36 @@ class MemoryLayer:
             attention_dropout=cfg.attention_dropout,
             activation_dropout=self.activation_dropout_module.p,  # fairseq's, --relu-dropout included
             activation_fn=cfg.activation_fn,
+            normalizes_its_input=self.normalize_before,
         )
         self.memory_access: Optional[MemoryAccess] = None
-        self.self_attn_layer_norm.register_forward_hook(self._read_memory)
+        self.self_attention_ended = False  # pre-norm: the next residual sum is the self-attention block's
+        if self.normalize_before:
+            self.self_attn.register_forward_hook(self._mark_self_attention_end)
+        else:
+            self.self_attn_layer_norm.register_forward_hook(self._read_after_layer_norm)
 
-    def _read_memory(self, layer_norm, inputs, states: Tensor) -> Tensor:
-        """The hook after self-attention: records ``states`` (in the access for the update, or, in
-        beam search, step by step through ``record_step``, which only decoder layers have: the
-        encoder is never called with an incremental state) and adds the memory read."""
+    def _read_after_layer_norm(self, layer_norm, inputs, states: Tensor) -> Tensor:
+        """Post-norm: the hook after the self-attention block's layer norm."""
+        return states + self.read_memory(states)
+
+    def _mark_self_attention_end(self, attention, inputs, outputs):
+        self.self_attention_ended = True
+
+    def residual_connection(self, x, residual):
+        """fairseq's residual sum; in a pre-norm layer, the one ending the self-attention block
+        also adds the memory read of its normalised sum."""
+        stream = super().residual_connection(x, residual)
+        if not self.self_attention_ended:
+            return stream
+        self.self_attention_ended = False
+        return stream + self.read_memory(self.memory.read_layer_norm(stream))
+
+    def read_memory(self, states: Tensor) -> Tensor:
+        """What the memory adds after self-attention to a layer whose states there are ``states``.
+        They are recorded (in the access for the update, or, in beam search, step by step through
+        ``record_step``, which only decoder layers have: the encoder is never called with an
+        incremental state)."""
         access = self.memory_access
         if access is None:
             raise RuntimeError(
@@ -101,7 +133,7 @@ class MemoryLayer:
             memory, forbidden = None, None
         else:
             memory, forbidden = access.memory_of(self.memory_name)
-        return states + self.memory.read(states, memory, incremental_state, forbidden)
+        return self.memory.read(states, memory, incremental_state, forbidden)
 
 
 class MemoryEncoderLayer(MemoryLayer, TransformerEncoderLayerBase):

@@ -14,6 +14,9 @@ in decoding, see ``carry.py``) passes in and gets back:
   its residual stream (``layers.py``). Its output projection starts at zero, so a model built
   from a sentence-level transformer's weights computes exactly that transformer until
   finetuning moves it.
+
+In a pre-norm layer (``normalizes_its_input``) the unit also has ``read_layer_norm``, with which
+the layer normalises its residual stream into the states ``h`` (``layers.py``).
 """
 from typing import Dict, Optional
 
@@ -39,6 +42,7 @@ class RecurrentMemory(nn.Module):
         attention_dropout: float,
         activation_dropout: float = 0.0,
         activation_fn: str = "relu",
+        normalizes_its_input: bool = False,
     ):
         super().__init__()
         self.initial_memory = nn.Parameter(torch.empty(memory_size, embed_dim))
@@ -65,6 +69,8 @@ class RecurrentMemory(nn.Module):
         )
         nn.init.zeros_(self.read_attn.out_proj.weight)
         nn.init.zeros_(self.read_attn.out_proj.bias)
+        if normalizes_its_input:
+            self.read_layer_norm = LayerNorm(embed_dim)
         tag_context_parameters(self)
 
     @property

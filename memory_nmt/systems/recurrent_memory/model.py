@@ -16,10 +16,13 @@ The memory each layer reads reaches the decoder inside ``encoder_out["memory"]``
 fairseq's ``SequenceGenerator`` hands it to the decoder at every beam step; beam reordering
 moves an index of memory rows, not the memory (``reorder_encoder_out``).
 
-A checkpoint of fairseq's plain ``transformer`` loads into this model: the memory parameters it
-lacks keep their fresh initialisation (logged, ``systems/checkpoint_fit.py``), and since the
-Output Attention starts at zero the model then computes exactly what the transformer computed.
+A checkpoint of fairseq's plain ``transformer`` loads into this model, post-norm or pre-norm
+(mBART's and NLLB's layers: the memory then reads the normalised residual stream, ``layers.py``):
+the memory parameters it lacks keep their fresh initialisation (logged,
+``systems/checkpoint_fit.py``), and since the Output Attention starts at zero the model then
+computes exactly what the transformer computed.
 """
+import copy
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -47,6 +50,7 @@ from ..sizes import small_transformer
 from .carry import MemoryCarry
 from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
 from .memory import RecurrentMemory
+from .recomputed_layers import recompute_in_backward
 
 MEMORY_SIDES = ("both", "encoder", "decoder")
 
@@ -76,6 +80,13 @@ class _MemoryLayersMixin:
             self.layers[index] = build_layer(name)
             self.memory_layer_names.append(name)
 
+    def recompute_layers_in_backward(self, cfg):
+        """With --checkpoint-activations, every layer runs forward again in the backward pass
+        (``recomputed_layers.py``)."""
+        if cfg.checkpoint_activations:
+            for layer in self.layers:
+                recompute_in_backward(layer)
+
     def memory_layers(self):
         return [layer for layer in self.layers if isinstance(layer, (MemoryEncoderLayer, MemoryDecoderLayer))]
 
@@ -88,12 +99,21 @@ class _MemoryLayersMixin:
         return memory
 
 
+def without_fairseqs_checkpointing(cfg):
+    """``cfg`` for fairseq to build the layers with: without --checkpoint-activations, which this
+    model does its own way (``recomputed_layers.py``)."""
+    cfg = copy.copy(cfg)
+    cfg.checkpoint_activations = False
+    return cfg
+
+
 class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBase):
     def __init__(self, cfg, dictionary, embed_tokens):
-        super().__init__(cfg, dictionary, embed_tokens)
+        super().__init__(without_fairseqs_checkpointing(cfg), dictionary, embed_tokens)
         self.replace_memory_layers(
             "encoder", lambda name: MemoryEncoderLayer(cfg, name, cfg.memory_size), cfg
         )
+        self.recompute_layers_in_backward(cfg)
 
     def forward(
         self,
@@ -139,7 +159,7 @@ class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBa
 class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
         super().__init__(
-            cfg, dictionary, embed_tokens,
+            without_fairseqs_checkpointing(cfg), dictionary, embed_tokens,
             no_encoder_attn=no_encoder_attn, output_projection=output_projection,
         )
         self.replace_memory_layers(
@@ -147,6 +167,7 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
             lambda name: MemoryDecoderLayer(cfg, name, cfg.memory_size, no_encoder_attn),
             cfg,
         )
+        self.recompute_layers_in_backward(cfg)
 
     def extract_features(
         self,
@@ -337,19 +358,13 @@ class RecurrentMemoryOptions(SystemOptions):
     @classmethod
     def check(cls, args):
         for side in ("encoder", "decoder"):
-            if args.memory_sides not in ("both", side):
-                continue
-            layers = memory_layer_indices(args.memory_layers, getattr(args, f"{side}_layers"))
-            if getattr(args, f"{side}_normalize_before"):
-                raise OptionError(
-                    f"{side}.{layers[0]}: transformer_recurrent_memory reads the memory after the "
-                    "post-norm self-attention block; pre-norm layers "
-                    "(--encoder/--decoder-normalize-before) are not supported"
-                )
-        if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
+            if args.memory_sides in ("both", side):
+                memory_layer_indices(args.memory_layers, getattr(args, f"{side}_layers"))
+        if getattr(args, "offload_activations", False):
             raise OptionError(
-                "transformer_recurrent_memory does not support --checkpoint-activations: "
-                "its memory layers read memory given per forward call"
+                "transformer_recurrent_memory does not support --offload-activations (fairseq's reentrant "
+                "checkpointing, which refuses --gradient-reach K's gradient hop): give --checkpoint-activations "
+                "alone, which recomputes each layer in the backward pass and keeps its inputs where they are"
             )
 
 
