@@ -34,6 +34,7 @@ setup(
         "sacrebleu>=2.0",
         "sacremoses",
         "subword-nmt",
+        "sentencepiece",  # prepare_documents.py --spm-model: a pretrained checkpoint's pieces
         "tqdm",
         "matplotlib",
     ],

@@ -11,13 +11,16 @@ These are sacreBLEU scores of detokenized text, the ones to cite. The paper, lik
 document-level MT papers (G-Transformer among them), reports BLEU on Moses-tokenized text with
 the BPE removed (multi-bleu.perl); --tokenized-reference adds those, clearly labelled: the H-
 lines (the model's tokens, as fairseq-generate's --post-process subword_nmt leaves them) against
-the reference as the model's data has it (a recipe's WORK_DIR/prep/test.de), any subword-nmt
-"@@ " joins removed from both, scored by sacrebleu without its own tokenization (tok:none). They
-compare with the paper's numbers, not with sacreBLEU's.
+the reference as the model's data has it (a recipe's WORK_DIR/prep/test.de) with its subwords
+undone by fairseq's own ``post_process`` (the function behind --post-process), scored by
+sacrebleu without its own tokenization (tok:none). They compare with the paper's numbers, not
+with sacreBLEU's. Data segmented with a pretrained checkpoint's sentencepiece model
+(prepare_documents.py --spm-model) is raw text, never Moses-tokenized: pass --post-process
+sentencepiece, as to fairseq-generate, and know that its "tokenized" scores are of raw text split
+at spaces; report the sacreBLEU scores.
 """
 import argparse
 import json
-import re
 import sys
 
 from sacrebleu.metrics import BLEU
@@ -25,6 +28,8 @@ from sacrebleu.metrics import BLEU
 from .document_index import read_document_ids
 from .generate_texts import read_hypotheses, read_references
 from .text_files import TextFileError, read_lines
+
+SUBWORD_MARKS = {"subword_nmt": "@@ ", "sentencepiece": "\u2581"}  # what each --post-process removes
 
 
 class DocumentBleuError(TextFileError):
@@ -71,13 +76,10 @@ def score_documents(hypotheses, references, docids, tokenized=False):
     }
 
 
-def without_bpe(line):
-    """A subword-nmt line with its "@@ " joins removed, as subword-nmt's documentation does it."""
-    return re.sub(r"(@@ )|(@@ ?$)", "", line)
-
-
-def tokenized_scores(generate_output, tokenized_reference, docids):
-    """The paper-comparable scores: H- lines against the tokenized reference, BPE removed."""
+def tokenized_scores(generate_output, tokenized_reference, docids, subwords="subword_nmt"):
+    """The paper-comparable scores: the H- lines, whose subwords fairseq-generate's
+    ``--post-process SUBWORDS`` undid, against the tokenized reference, whose subwords fairseq's
+    same ``post_process`` undoes here (fairseq is imported last: it takes seconds and logs)."""
     count = len(docids)
     hypotheses = read_hypotheses(generate_output, count, "H")
     references = read_lines(tokenized_reference)
@@ -86,8 +88,17 @@ def tokenized_scores(generate_output, tokenized_reference, docids):
             f"{tokenized_reference} has {len(references)} lines but the docids file has {count}; "
             "pass the tokenized reference of the same split, one sentence per line"
         )
+    mark = SUBWORD_MARKS[subwords]
+    marked = next((i for i, line in enumerate(hypotheses) if mark in line), None)
+    if marked is not None:
+        raise DocumentBleuError(
+            f"{generate_output}: H-{marked} still holds the subword mark {mark!r}; run fairseq-generate "
+            f"with --post-process {subwords} (the --post-process given here)"
+        )
+    from fairseq.data.data_utils import post_process
+
     return score_documents(
-        [without_bpe(line) for line in hypotheses], [without_bpe(line) for line in references], docids, tokenized=True
+        hypotheses, [post_process(line, subwords) for line in references], docids, tokenized=True
     )
 
 
@@ -108,6 +119,10 @@ def parse_args(argv=None):
                         help="also score the paper's way: the reference as the model's data has it "
                         "(Moses-tokenized, with or without BPE; e.g. a recipe's WORK_DIR/prep/test.de), "
                         "one sentence per line in corpus order, against the H- lines")
+    parser.add_argument("--post-process", choices=sorted(SUBWORD_MARKS), default="subword_nmt",
+                        help="with --tokenized-reference: the --post-process fairseq-generate was "
+                        "run with, which undoes the reference's subwords here too (subword_nmt, the "
+                        "default, for BPE data; sentencepiece for data prepared with --spm-model)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object: s_bleu, d_bleu, sentences, documents, "
                         "signature (and with --tokenized-reference the same under 'tokenized')")
@@ -123,7 +138,9 @@ def main(argv=None):
         references = read_references(args.generate_output, count, args.reference)
         scores = score_documents(hypotheses, references, docids)
         if args.tokenized_reference:
-            scores["tokenized"] = tokenized_scores(args.generate_output, args.tokenized_reference, docids)
+            scores["tokenized"] = tokenized_scores(
+                args.generate_output, args.tokenized_reference, docids, args.post_process
+            )
     except TextFileError as error:
         sys.exit(f"error: {error}")
     if args.json:

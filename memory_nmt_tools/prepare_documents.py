@@ -2,13 +2,23 @@
 
 Reads one of three input formats (blank-line separated text, text with a ``<d>`` line before
 each document as in the selective-attn release, WMT SGML), checks that both sides hold the
-same documents with the same number of sentences, optionally applies Moses tokenization
-(sacremoses, with fairseq's ``--tokenizer moses`` defaults) and joint BPE (subword-nmt), and
+same documents with the same number of sentences, optionally segments the sentences, and
 writes ``{prefix}.{src}``, ``{prefix}.{tgt}`` and ``{prefix}.docids`` (one document id per
-sentence line). fairseq-preprocess binarizes the first two; copy the docids file next to the
-binarized data as ``{split}.{src}-{tgt}.docids``, where the memory_nmt task reads it. An output
-that would overwrite an input is refused before anything is read, and each output replaces its
-file only once completely written.
+sentence line). fairseq-preprocess binarizes the first two (this script does not run it); copy
+the docids file next to the binarized data as ``{split}.{src}-{tgt}.docids``, where the
+memory_nmt task reads it. An output that would overwrite an input is refused before anything is
+read, and each output replaces its file only once completely written.
+
+Two ways to segment:
+
+- training from scratch: Moses tokenization (sacremoses, with fairseq's ``--tokenizer moses``
+  defaults) and joint BPE (subword-nmt), undone by fairseq's ``--post-process subword_nmt``;
+- finetuning a pretrained checkpoint (mBART-50, NLLB-200): the checkpoint's own sentencepiece
+  model on the raw text (``--spm-model``), its pieces joined by spaces as fairseq's
+  ``--bpe sentencepiece`` and mBART's ``spm_encode --output_format=piece`` write them, undone by
+  ``--post-process sentencepiece``. Binarize with the checkpoint's dictionary,
+  ``fairseq-preprocess --srcdict DICT --tgtdict DICT``, so that the token ids are the ones the
+  checkpoint was trained with.
 """
 import argparse
 import html
@@ -276,6 +286,35 @@ def apply_bpe(sentences, codes_path):
     return [bpe.segment(sentence) for sentence in sentences]
 
 
+def load_sentencepiece(model_path):
+    """The sentencepiece model in model_path, loaded before the corpus is read."""
+    import sentencepiece
+
+    fix = "pass the sentencepiece model of the pretrained checkpoint (e.g. mBART-50's sentence.bpe.model)"
+    if not Path(model_path).is_file():
+        raise PrepareError(f"--spm-model {model_path}: no such file; {fix}")
+    try:
+        return sentencepiece.SentencePieceProcessor(model_file=str(model_path))
+    except RuntimeError as error:
+        raise PrepareError(f"--spm-model {model_path}: cannot load it ({error}); {fix}") from None
+
+
+def apply_sentencepiece(sentences, model):
+    """Segment sentences into the model's pieces, joined by spaces (U+2581 "▁" marks a word start)."""
+    return [" ".join(model.encode(sentence, out_type=str)) for sentence in sentences]
+
+
+def check_no_empty_line(sides, positions, step):
+    """An error naming the first sentence that ``step`` left empty."""
+    for lang, lines in sides.items():
+        for (doc_id, number), line in zip(positions, lines):
+            if not line:
+                raise PrepareError(
+                    f"sentence {number} of document {doc_id} ({lang}) is empty after {step}; "
+                    "remove it from both sides"
+                )
+
+
 @contextmanager
 def replaced_whole(path):
     """A text file (UTF-8, LF) that takes ``path``'s place only once it is completely written:
@@ -311,6 +350,8 @@ def output_paths(args):
         writes.insert(0, (args.bpe_codes, "--bpe-codes"))
     elif args.bpe_codes:
         reads["--bpe-codes"] = args.bpe_codes
+    if args.spm_model:
+        reads["--spm-model"] = args.spm_model
     taken = {Path(path).resolve(): (path, option) for option, path in reads.items()}
     for path, option in writes:
         earlier = taken.setdefault(Path(path).resolve(), (path, option))
@@ -329,6 +370,7 @@ def prepare(args):
             f"--bpe-codes {args.bpe_codes}: no such file; learn the codes on the training split "
             "first (--learn-bpe N --bpe-codes CODES)"
         )
+    spm_model = load_sentencepiece(args.spm_model) if args.spm_model else None
     source_docs = read_side(args.source, args.format, args.doc_prefix)
     target_docs = read_side(args.target, args.format, args.doc_prefix)
     pairs = pair_sides(args.source, args.target, source_docs, target_docs, args.format)
@@ -339,13 +381,10 @@ def prepare(args):
     }
     if args.moses:
         sides = {lang: tokenize(lines, lang, args) for lang, lines in sides.items()}
-        for lang, lines in sides.items():
-            for (doc_id, number), line in zip(positions, lines):
-                if not line:
-                    raise PrepareError(
-                        f"sentence {number} of document {doc_id} ({lang}) is empty after Moses "
-                        "tokenization; remove it from both sides"
-                    )
+        check_no_empty_line(sides, positions, "Moses tokenization")
+    if spm_model:
+        sides = {lang: apply_sentencepiece(lines, spm_model) for lang, lines in sides.items()}
+        check_no_empty_line(sides, positions, "sentencepiece segmentation")
     if args.learn_bpe:
         learn_joint_bpe(sides.values(), args.learn_bpe, args.bpe_codes)
     if args.bpe_codes:
@@ -361,7 +400,10 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Learn BPE on the training set (--learn-bpe N --bpe-codes CODES) and apply the "
-        "same codes to valid/test (--bpe-codes CODES).",
+        "same codes to valid/test (--bpe-codes CODES). To finetune a pretrained checkpoint "
+        "(mBART-50, NLLB-200), give raw text and the checkpoint's sentencepiece model "
+        "(--spm-model MODEL), then binarize with the checkpoint's dictionary: fairseq-preprocess "
+        "--srcdict DICT --tgtdict DICT (this script does not run fairseq-preprocess).",
     )
     parser.add_argument("--format", required=True, choices=["blank-lines", "doc-markers", "sgml"],
                         help="blank-lines: one sentence per line, an empty line between documents; "
@@ -390,7 +432,14 @@ def parse_args(argv=None):
                         "input, write it to --bpe-codes, and apply it")
     parser.add_argument("--bpe-codes", metavar="CODES",
                         help="apply these subword-nmt BPE codes (written first with --learn-bpe)")
+    parser.add_argument("--spm-model", metavar="MODEL",
+                        help="segment the raw text of both sides with this sentencepiece model (a "
+                        "pretrained checkpoint's, e.g. mBART-50's sentence.bpe.model), pieces "
+                        "joined by spaces; undone by fairseq's --post-process sentencepiece")
     args = parser.parse_args(argv)
+    if args.spm_model and (args.moses or args.learn_bpe is not None or args.bpe_codes):
+        parser.error("--spm-model segments raw text with the pretrained model's own pieces: "
+                     "leave out --moses, --learn-bpe and --bpe-codes")
     if args.learn_bpe is not None and (args.learn_bpe < 1 or not args.bpe_codes):
         parser.error("--learn-bpe needs a positive number of merges and --bpe-codes CODES to write")
     if args.source_lang == args.target_lang:

@@ -143,6 +143,38 @@ def test_tokenized_reference_adds_the_papers_scores(tmp_path):
     assert "tok:none" in text[4]
 
 
+def sentencepiece_pieces(line):
+    """line as a sentencepiece model might segment it: "\u2581" before each word, some words split."""
+    return "\u2581" + line.replace(" ", " \u2581").replace("at", " at").replace("ee", "e e")
+
+
+def test_tokenized_reference_of_sentencepiece_data_is_undone_as_post_process_does(tmp_path):
+    """Data prepared with --spm-model: fairseq-generate --post-process sentencepiece gives H- lines of
+    raw text, and the reference's pieces are undone the same way (before, only "@@ " was removed
+    and the pieces were scored as they were)."""
+    pieces = [sentencepiece_pieces(reference) for reference in REFERENCES]
+    (tmp_path / "test.spm.de").write_text("\n".join(pieces) + "\n", encoding="utf-8")
+    generated = generate_output(HYPOTHESES, REFERENCES)
+    result = run(tmp_path, generated, "--json", "--tokenized-reference", str(tmp_path / "test.spm.de"),
+                 "--post-process", "sentencepiece")
+    assert result.returncode == 0, result.stderr
+    h_lines = [f"{hypothesis} (tokenized)" for hypothesis in HYPOTHESES]
+    tokenized = json.loads(result.stdout)["tokenized"]
+    assert (tokenized["s_bleu"], tokenized["d_bleu"]) == pytest.approx(expected(h_lines, REFERENCES, tokenize="none"))
+    assert tokenized["s_bleu"] > 10
+
+
+@pytest.mark.parametrize("subwords, h_line", [("subword_nmt", "The c@@ at sat ."), ("sentencepiece", "\u2581The \u2581cat")])
+def test_h_lines_with_their_subwords_left_in_are_an_error(tmp_path, subwords, h_line):
+    """The H- lines are taken as fairseq-generate's --post-process left them: subwords still in
+    them mean it was run without it (or with another one)."""
+    hypotheses = HYPOTHESES[:3] + [h_line] + HYPOTHESES[4:]
+    (tmp_path / "test.tok.de").write_text("\n".join(REFERENCES) + "\n", encoding="utf-8")
+    result = run(tmp_path, generate_output(hypotheses, REFERENCES), "--tokenized-reference",
+                 str(tmp_path / "test.tok.de"), "--post-process", subwords)
+    assert_fails(result, "gen.txt: H-3 still holds the subword mark", f"--post-process {subwords}")
+
+
 def test_tokenized_reference_of_another_length_is_an_error(tmp_path):
     (tmp_path / "test.tok.de").write_text("\n".join(REFERENCES[:4]) + "\n", encoding="utf-8")
     result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES),

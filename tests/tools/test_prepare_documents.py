@@ -2,8 +2,9 @@
 
 Small inputs of each format (blank-lines, doc-markers with CRLF and mixed line ends, WMT SGML
 with entities and markup lines) are written to tmp_path; the tests check the exact sentence
-and docids files, Moses tokenization, the BPE round trip and the input errors. The last tests
-run the script on the real files under ../shared/data and are skipped where it is absent.
+and docids files, Moses tokenization, the BPE and sentencepiece round trips and the input errors.
+The last tests run the script on the real files under ../shared/data and are skipped where it
+is absent.
 """
 import os
 import re
@@ -11,6 +12,9 @@ import subprocess
 import sys
 
 import pytest
+import sentencepiece
+from fairseq.data.data_utils import post_process
+from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE, SentencepieceConfig
 
 from conftest import REPO
 from memory_nmt_tools import prepare_documents
@@ -230,6 +234,80 @@ def test_bpe_learn_then_apply_round_trips(tmp_path):
     applied = prepare(tmp_path, "doc-markers", source, target, "--bpe-codes", codes, name="test")
     assert applied.returncode == 0, applied.stderr
     assert outputs(tmp_path)[:2] == [source_lines, target_lines]
+
+
+@pytest.fixture
+def spm_model(tmp_path):
+    """A tiny sentencepiece model trained on TRAIN_EN and TRAIN_DE, standing in for a pretrained
+    checkpoint's (a corpus this small holds fewer than 60 pieces: the limit is soft)."""
+    corpus = write(tmp_path / "spm-train.txt", "\n".join(TRAIN_EN + TRAIN_DE) + "\n")
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(tmp_path / "spm"), vocab_size=60,
+        hard_vocab_limit=False, minloglevel=2,
+    )
+    return tmp_path / "spm.model"
+
+
+def test_spm_model_writes_the_pieces_fairseq_writes_and_post_process_undoes(tmp_path, spm_model):
+    """Raw text in, the pretrained model's pieces out: exactly what fairseq's --bpe sentencepiece
+    gives, undone by --post-process sentencepiece; the docids are those of the raw text."""
+    source = "The lower house passed the budget.\nShe passed the houses slowly!\n\nNew prices, lower.\n"
+    target = "Das Unterhaus verabschiedete den Haushalt.\nSie ging langsam vorbei!\n\nNeue Preise, niedriger.\n"
+    raw = prepare(tmp_path, "blank-lines", source, target)
+    assert raw.returncode == 0, raw.stderr
+    raw_source, raw_target, raw_docids = outputs(tmp_path)
+    result = prepare(tmp_path, "blank-lines", source, target, "--spm-model", spm_model)
+    assert result.returncode == 0, result.stderr
+    source_lines, target_lines, docids = outputs(tmp_path)
+    fairseq_bpe = SentencepieceBPE(SentencepieceConfig(sentencepiece_model=str(spm_model)))
+    assert source_lines == [fairseq_bpe.encode(line) for line in raw_source]
+    assert target_lines == [fairseq_bpe.encode(line) for line in raw_target]
+    assert all(len(line.split(" ")) > len(raw_line.split(" "))
+               for line, raw_line in zip(source_lines + target_lines, raw_source + raw_target))
+    assert [post_process(line, "sentencepiece") for line in source_lines + target_lines] == raw_source + raw_target
+    assert docids == raw_docids == ["corpus-0", "corpus-0", "corpus-1"]
+
+
+def test_a_sentence_spm_model_segments_into_nothing_is_an_error(tmp_path, spm_model):
+    """An ideographic space is kept by the reader (only ASCII whitespace is stripped) but is
+    nothing to sentencepiece: an empty line would leave the sentence without tokens."""
+    result = prepare(tmp_path, "blank-lines", "fine\n\u3000\n", "gut\nauch\n", "--spm-model", spm_model)
+    assert_fails(result, "sentence 2 of document corpus-0 (en) is empty after sentencepiece "
+                 "segmentation; remove it from both sides")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("options", [["--moses"], ["--learn-bpe", "10", "--bpe-codes", "codes"],
+                                     ["--bpe-codes", "codes"]], ids=["moses", "learn-bpe", "bpe-codes"])
+def test_spm_model_refuses_moses_and_bpe(tmp_path, spm_model, options):
+    """A pretrained model's pieces are its own, made from raw text: no Moses, no BPE on top."""
+    result = prepare(tmp_path, "blank-lines", "a\n", "x\n", "--spm-model", spm_model, *options)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        "error: --spm-model segments raw text with the pretrained model's own pieces: "
+        "leave out --moses, --learn-bpe and --bpe-codes")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "codes").exists()
+
+
+def test_missing_spm_model_is_named_before_the_corpus_is_read(tmp_path, monkeypatch):
+    def read_side(*args):
+        raise AssertionError("the corpus was read before the model was loaded")
+
+    monkeypatch.setattr(prepare_documents, "read_side", read_side)
+    missing = tmp_path / "sentence.bpe.model"
+    with pytest.raises(SystemExit, match=re.escape(
+            f"error: --spm-model {missing}: no such file; pass the sentencepiece model of the "
+            "pretrained checkpoint")):
+        prepare_documents.main(["--format", "blank-lines", "--source", str(tmp_path / "a.en"), "--target",
+                                str(tmp_path / "a.de"), "--source-lang", "en", "--target-lang", "de",
+                                "--output-prefix", str(tmp_path / "out"), "--spm-model", str(missing)])
+
+
+def test_a_file_that_is_no_spm_model_is_named(tmp_path):
+    not_a_model = write(tmp_path / "dict.txt", "the 10\n")
+    result = prepare(tmp_path, "blank-lines", "a\n", "x\n", "--spm-model", not_a_model)
+    assert_fails(result, f"--spm-model {not_a_model}: cannot load it", "pass the sentencepiece model")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("source, target", [
