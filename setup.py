@@ -24,6 +24,7 @@ setup(
             "memory-nmt-benchmark-decoding = memory_nmt_tools.benchmarks.decoding:main",
             "memory-nmt-synthetic-documents = memory_nmt_tools.synthetic_documents:main",
             "memory-nmt-system-options = memory_nmt_tools.system_options:main",
+            "memory-nmt-checkpoint-options = memory_nmt_tools.checkpoint_options:main",
         ],
     },
     python_requires=">=3.9",  # str.removeprefix, str.removesuffix

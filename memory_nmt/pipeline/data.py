@@ -415,11 +415,10 @@ class DocumentDataset(FairseqDataset):
         order = [place for row in rows for place in row]
         sentences = [step.sentences[place] for place in order]
         items = [self.pairs[index] for index in sentences]
-        dictionary = self.pairs.src_dict
         net_input, target, layout = collate_packed(
             [item["source"] for item in items], [item["target"] for item in items],
             packed_places(rows),
-            dictionary.pad(), dictionary.eos(),
+            self.pairs.src_dict.pad(), self.pairs.eos,  # the token targets end with (language_tokens.py)
         )
         batch = {
             "id": torch.tensor(sentences),

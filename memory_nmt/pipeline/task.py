@@ -43,6 +43,7 @@ from .document_task import TranslatesDocuments
 from .errors import UnsupportedOptionError
 from .generator import CONTEXT_FROM, DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement
+from .language_tokens import ENCODER_LANGTOKS, LANG_TOK_STYLES, LanguageTokens
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges, flag_of
 from .planners import EpochRequest, PlannedEpoch
 from .regime import Regime
@@ -254,6 +255,35 @@ class DocumentTranslationConfig(TranslationConfig):
             "translation ('reference', for analysis; fairseq-generate on a split with targets)"
         },
     )
+    langs: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "a pretrained checkpoint's languages, comma-separated, in its order (as its fairseq task "
+            "took them): their language tokens are added to both dictionaries and placed in every sentence as "
+            "that task placed them: with --encoder-langtok or --decoder-langtok as "
+            "translation_multi_simple_epoch (mBART-50 many-to-many, NLLB), else as "
+            "translation_from_pretrained_bart (mBART: the source ends with [src], the target with [tgt])"
+        },
+    )
+    lang_tok_style: ChoiceEnum(LANG_TOK_STYLES) = field(
+        default="multilingual",
+        metadata={"help": "with --encoder-langtok / --decoder-langtok: the language tokens' form, __lang__ "
+                          "('multilingual') or [lang] ('mbart'), as translation_multi_simple_epoch's option"},
+    )
+    encoder_langtok: Optional[ChoiceEnum(ENCODER_LANGTOKS)] = field(
+        default=None,
+        metadata={"help": "the source starts with the source ('src') or target ('tgt') language's token, as "
+                          "translation_multi_simple_epoch's option (needs --langs)"},
+    )
+    decoder_langtok: bool = field(
+        default=False,
+        metadata={"help": "the target starts with its language's token, which decoding forces as the first "
+                          "token, as translation_multi_simple_epoch's option (needs --langs)"},
+    )
+    keep_inference_langtok: bool = field(
+        default=False,
+        metadata={"help": "with --decoder-langtok: keep the forced language token in the output"},
+    )
     distributed_world_size: int = II("distributed_training.distributed_world_size")
     ddp_backend: str = II("distributed_training.ddp_backend")
     update_freq: List[int] = II("optimization.update_freq")
@@ -277,6 +307,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         self.criterion_training_options = {}  # of the criterion built last (build_criterion)
         self.interactive = InteractiveSession()
         self.placements: Optional[List[Placement]] = None  # of the lines fairseq-interactive just encoded
+        self.language_tokens = LanguageTokens.of(cfg, src_dict, tgt_dict)
         check_ranges(cfg, DocumentTranslationConfig)
         check_update_freq(from_the_run(cfg, "update_freq"))
         check_checkpoint_paths(from_the_run(cfg, "checkpoint_paths"))
@@ -292,6 +323,8 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         data_path = paths[(epoch - 1) % len(paths)] if split == self.cfg.train_subset else paths[0]
         check_split_exists(data_path, split, self.cfg.source_lang, self.cfg.target_lang, self.cfg.dataset_impl)
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        if self.language_tokens is not None:
+            self.datasets[split] = self.language_tokens.placed(self.datasets[split])
         docids = os.path.join(
             data_path, f"{split}.{self.cfg.source_lang}-{self.cfg.target_lang}.docids"
         )
@@ -441,6 +474,9 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         return super().get_interactive_tokens_and_lengths(lines, encode_fn)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+        if self.language_tokens is not None:
+            src_tokens = self.language_tokens.sources(src_tokens)
+            src_lengths = [tokens.numel() for tokens in src_tokens]
         pairs = super().build_dataset_for_inference(src_tokens, src_lengths, constraints)
         if self.placements is None:
             return pairs
@@ -460,6 +496,9 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             net_input = {**sample["net_input"], **{key: value.to(device) for key, value in batch.chunks.items()}}
             sample = lines_sample({**sample, "net_input": net_input}, batch.lanes.to(device),
                                   batch.continues.to(device), self.interactive.take_finished_lanes())
+        if prefix_tokens is None and self.language_tokens is not None:
+            tokens = sample["net_input"]["src_tokens"]
+            prefix_tokens = self.language_tokens.prefix_tokens(tokens.size(0), tokens.device)
         return super().inference_step(generator, models, sample, prefix_tokens, constraints)
 
     def empty_translation(self) -> dict:
@@ -519,6 +558,11 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             )
         return super().build_generator(
             models, args, seq_gen_cls=seq_gen_cls or DocumentSequenceGenerator,
-            extra_gen_cls_kwargs={"context_from": self.cfg.context_from, **(extra_gen_cls_kwargs or {})},
+            extra_gen_cls_kwargs={
+                "context_from": self.cfg.context_from,
+                **(self.language_tokens.generator_options(self.cfg.keep_inference_langtok)
+                   if self.language_tokens is not None else {}),
+                **(extra_gen_cls_kwargs or {}),
+            },
             **kwargs,
         )

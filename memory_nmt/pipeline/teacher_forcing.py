@@ -87,9 +87,10 @@ def teacher_forced_step(
 
 
 def teacher_forcing_input(target: Tensor, dictionary) -> Tensor:
-    """The decoder input that teacher-forces ``target`` (right-padded, each row ending with eos):
-    each row's eos moved to its front, as fairseq's collater makes ``prev_output_tokens``."""
+    """The decoder input that teacher-forces ``target`` (right-padded, each row ending with the
+    token decoding starts from: eos, or mBART's target language token, ``language_tokens.py``):
+    each row's last token moved to its front, as fairseq's collater makes ``prev_output_tokens``."""
     pad = dictionary.pad()
     return data_utils.collate_tokens(
-        [row[row.ne(pad)] for row in target], pad_idx=pad, eos_idx=dictionary.eos(), move_eos_to_beginning=True
+        [row[row.ne(pad)] for row in target], pad_idx=pad, eos_idx=None, move_eos_to_beginning=True
     )

@@ -40,7 +40,9 @@ logger = logging.getLogger(__name__)
 LAYER = re.compile(r"(.*\.layers)\.(\d+)\.")
 ARCHITECTURE_HINT = (
     "build the model with the checkpoint's architecture options (embedding and feed-forward "
-    "dimensions, layers, heads, embedding sharing) and binarize the data with its dictionary"
+    "dimensions, layers, heads, embedding sharing) and binarize the data with its dictionary (a pretrained "
+    "multilingual checkpoint's holds its language tokens too: give its --langs; memory-nmt-checkpoint-options "
+    "prints both)"
 )
 
 

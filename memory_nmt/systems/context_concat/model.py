@@ -13,9 +13,15 @@ The break token between sentences is the end of sentence ``</s>`` every binarize
 with, so the dictionary, and a plain transformer's checkpoint, serve unchanged. Source:
 ``ctx1 </s> ctx2 </s> current </s>``; decoder input: ``</s> tctx1 </s> tctx2 </s>`` then the
 current translation (the leading ``</s>`` is fairseq's start of output, and the last context
-sentence's ``</s>`` predicts the first word). With no context (a document's first sentence, or
+sentence's ``</s>`` predicts the first word). Sentences with language tokens (``pipeline/
+language_tokens.py``) are concatenated as the data holds them, and the prefix starts with the
+token the decoder input starts with (mBART's ``[de]``, which also ends each target sentence). With no context (a document's first sentence, or
 K = 0) the inputs are exactly the plain transformer's, so the model computes what fairseq's
 ``transformer`` with the same weights computes, and a ``transformer`` checkpoint loads as is.
+The layers are fairseq's own, so this holds for every layout fairseq builds: post-norm, pre-norm
+(``--encoder-normalize-before --decoder-normalize-before``, NLLB's) and mBART's (with
+``--encoder-learned-pos --decoder-learned-pos --layernorm-embedding``); the model changes only
+what the encoder and decoder read.
 
 Where the context comes from (``pipeline/system.py``): each lane carries its document's previous
 sentences (``systems/previous_sentences.py``), the target side as the reference in training and
@@ -116,7 +122,7 @@ class ContextConcatDecoder(TransformerDecoderBase):
         )
         if not prefixes:
             return super().extract_features(prev_output_tokens, encoder_out, incremental_state, **options)
-        prefix = prefixes[0]
+        prefix = torch.cat([prev_output_tokens[:, :1], prefixes[0][:, 1:]], dim=1)  # the token decoding starts from
         prefix_lengths = prefix.ne(self.padding_idx).sum(1)
         if incremental_state is None:
             tokens = self._after_prefix(prefix, prev_output_tokens)
@@ -132,10 +138,10 @@ class ContextConcatDecoder(TransformerDecoderBase):
     def _after_prefix(self, prefix: Tensor, prev_output_tokens: Tensor) -> Tensor:
         """Each row's prefix, then its ``prev_output_tokens`` without their leading ``</s>``,
         right-padded."""
-        if not bool(prev_output_tokens[:, 0].eq(self.dictionary.eos()).all()):
+        if not bool(prev_output_tokens[:, 0].ne(self.padding_idx).all()):
             raise OptionError(
-                "transformer_context_concat's target context needs right-padded targets starting "
-                "with </s> (fairseq's default); leave out --left-pad-target True"
+                "transformer_context_concat's target context needs right-padded targets (fairseq's "
+                "default); leave out --left-pad-target True"
             )
         rows = [
             torch.cat([own_prefix, current])
@@ -218,7 +224,7 @@ class ContextConcatTransformerModel(PreviousSentencesSystem, TransformerModel):
             rows = [torch.cat([*context, sentence]) for context, sentence in zip(contexts, sentences)]
             inputs["source_with_context"] = data_utils.collate_tokens(rows, pad, eos, left_pad=True)
         if self.target_context:
-            start = net_input["src_tokens"].new_full((1,), eos)
+            start = net_input["src_tokens"].new_full((1,), eos)  # the decoder puts its input's first token here
             positions = self.decoder.max_positions()
             bound = (
                 f"the decoder's {positions} positions (--max-target-positions) less the {target_room} "
