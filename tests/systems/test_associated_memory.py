@@ -205,8 +205,8 @@ def test_options_it_cannot_use_are_refused_by_name(data_bin, capsys):
     assert refused_option(capsys, data_bin, *AMN, "--context-sentences", "0").endswith(
         "argument --context-sentences: 0: give 1 or more"
     )
-    with pytest.raises(OptionError, match="does not support --encoder-normalize-before"):
-        build(data_bin, *AMN, "--encoder-normalize-before")
+    with pytest.raises(OptionError, match="does not support --encoder-layerdrop"):
+        build(data_bin, *AMN, "--encoder-layerdrop", "0.1")
 
 
 def test_max_tokens_holds_the_context_with_the_trainers_max_positions(data_bin):

@@ -1,15 +1,19 @@
 """The Contextual Associated Memory Network (CAMN; Jiang et al., section 4.3) that turns a sentence's context into its encoder output.
 
 It reads, for the rows of a batch that have context: the current sentence's self-attention
-output x' (the top encoder layer's, eq. 5), that layer's output H_source, and the embedded
+output x' (the top encoder layer's, eq. 5), the encoder's output H_source, and the embedded
 context sequences (one per row when the context sentences are joined, one per context sentence
-when they are read in parallel; ``model.py`` embeds and selects them). Its parts:
+when they are read in parallel; ``model.py`` embeds and selects them). In pre-norm layers
+(``--encoder-normalize-before``) no layer norm ends the self-attention block: the CAMN reads the
+residual stream there through a LayerNorm of its own (``source_layer_norm``, only in pre-norm
+models) into x' (``model.py`` says why). Its parts:
 
 - ``ContextEncoder`` (eq. 6-7): a unidirectional single-layer GRU over the context's embeddings
   (eq. 7, "the hidden state at each time step can represent the relation from the first word to
   the current word", is a forward recurrence; a GRU as in Wang et al.'s document RNN, which
   section 4.2 follows), of the embedding's size, then one multi-head self-attention block
-  (attention, residual, LayerNorm: the encoder's post-norm block) giving c'. The context is
+  (attention, residual, LayerNorm: the paper's post-norm block, in pre-norm models too, so that
+  c' is normalised as x' is) giving c'. The context is
   right-padded, so a forward GRU's states at real words never depend on the padding after them:
   no packing is needed, and the padding is masked as keys. Without the GRU (``rnn=False``, the
   ablation "the multi-head attention works directly on the context embedding"), the block reads
@@ -35,9 +39,11 @@ when they are read in parallel; ``model.py`` embeds and selects them). Its parts
   context's embeddings with positions, and every word reads the mean of their output
   (``UniformContext``). "As the same as the source encoder" is read as the same kind of stack
   with parameters of its own, as the CAMN's other parts have (sharing the source encoder's
-  weights would be the other reading).
+  weights would be the other reading); in pre-norm models the stack ends, as the source
+  encoder does, in a layer norm of its own.
 - H_context: a_i through a feed-forward block of its own (fc1, activation, fc2, residual,
-  LayerNorm, as the encoder's), "after the feed-forward operation" (section 4.3).
+  LayerNorm, as the paper's post-norm encoder's, in pre-norm models too: H_context is
+  normalised, as H_source is), "after the feed-forward operation" (section 4.3).
 - ``ContextGate`` (eq. 16-17): g = σ(W_g [H_source; H_context] + b_g), H = g ⊙ H_source +
   (1 − g) ⊙ H_context, the encoder output the decoder's encoder-decoder attention reads.
   b_g starts at ``GATE_BIAS``, a gate mostly open to the source; see ``ContextGate``.
@@ -78,17 +84,19 @@ class ContextEncoder(nn.Module):
 
 class StackedContextEncoder(nn.Module):
     """c' for the ablation without both the RNN and the inter-sentence attention: the context's
-    embeddings (K, P, C, with positions) through a stack of encoder layers like the source's."""
+    embeddings (K, P, C, with positions) through a stack of encoder layers like the source's,
+    pre-norm layers followed by a layer norm as in fairseq's pre-norm encoder."""
 
     def __init__(self, cfg):
         super().__init__()
         self.layers = nn.ModuleList([TransformerEncoderLayerBase(cfg) for _ in range(cfg.encoder.layers)])
+        self.layer_norm = LayerNorm(cfg.encoder.embed_dim) if cfg.encoder.normalize_before else None
 
     def forward(self, embedded: Tensor, padding_mask: Tensor) -> Tensor:
         states = embedded
         for layer in self.layers:
             states = layer(states, encoder_padding_mask=padding_mask)
-        return states
+        return self.layer_norm(states) if self.layer_norm is not None else states
 
 
 class InterSentenceAttention(nn.Module):
@@ -157,11 +165,14 @@ class ContextualAssociatedMemory(nn.Module):
 
     Sized as the encoder of ``cfg`` (a fairseq ``TransformerConfig``), with its dropouts and
     activation; ``cfg.no_context_rnn``, ``cfg.no_inter_sentence_attention`` and
-    ``cfg.stacked_context_encoder`` (which comes with both) are the ablations."""
+    ``cfg.stacked_context_encoder`` (which comes with both) are the ablations. With pre-norm
+    layers (``cfg.encoder.normalize_before``) it has ``source_layer_norm``, which turns the top
+    layer's residual stream after its self-attention block into x'."""
 
     def __init__(self, cfg):
         super().__init__()
         embed_dim, heads = cfg.encoder.embed_dim, cfg.encoder.attention_heads
+        self.source_layer_norm = LayerNorm(embed_dim) if cfg.encoder.normalize_before else None
         if cfg.stacked_context_encoder:
             self.context_encoder = StackedContextEncoder(cfg)
         else:
@@ -217,7 +228,10 @@ class ContextualAssociatedMemory(nn.Module):
         present: Tensor,
     ) -> Tensor:
         """H (S, R, C): ``source_output`` (H_source) gated with H_context; the other arguments
-        as ``context_vectors``'."""
+        as ``context_vectors``', except that in a pre-norm model ``source_states`` is the residual
+        stream at x''s place, which ``source_layer_norm`` normalises into x'."""
+        if self.source_layer_norm is not None:
+            source_states = self.source_layer_norm(source_states)
         vectors = self.context_vectors(
             source_states, source_padding_mask, context_embedded, context_padding_mask, present
         )

@@ -2,7 +2,7 @@
 
 The Associated Memory Network (Jiang et al., section 4): the encoder is fairseq's; for a
 sentence with context, its output is the Contextual Associated Memory Network's gated sum H of
-the top layer's output (H_source) and the context's contribution (H_context,
+fairseq's encoder output (H_source) and the context's contribution (H_context,
 ``context_network.py``), and the decoder, fairseq's own, reads H through its encoder-decoder
 attention ("the output of the gate H is integrated into the encoder-decoder attention", Fig. 2).
 
@@ -11,11 +11,25 @@ Choices the paper leaves open, and why:
 - Where: the top encoder layer. x' (eq. 5) is that layer's self-attention block output (after
   its LayerNorm, post-norm), caught by a forward hook on its ``self_attn_layer_norm`` for the
   one encoder call; H_source is that layer's feed-forward block output, fairseq's encoder
-  output ("x'_i and a_i after the feed-forward operation as H_source and H_context"). Pre-norm
-  layers, LayerDrop and activation checkpointing are refused: each would hide or move x'.
+  output ("x'_i and a_i after the feed-forward operation as H_source and H_context"). LayerDrop
+  and activation checkpointing are refused: each would hide or move x'.
+- Pre-norm layers (``--encoder-normalize-before``: NLLB's and mBART's), where no LayerNorm ends a
+  block and fairseq's encoder ends in one of its own (``encoder.layer_norm``): H_source is
+  fairseq's encoder output, after that LayerNorm, the states the decoder reads, normalised as
+  the paper's post-norm H_source is; the gate follows it, as the paper's gate feeds the decoder
+  directly. x' is the residual stream at the paper's place, after the top layer's self-attention
+  block (the input of its ``final_layer_norm``, caught by a forward hook), through the CAMN's own
+  LayerNorm (``source_layer_norm``, a context parameter, fresh: the plain normalisation): the
+  feed-forward block's ``final_layer_norm`` normalises the same stream, but it is the pretrained
+  block's, trained for its fc1. The CAMN's own blocks stay post-norm (c' and H_context come out
+  of a LayerNorm, as x' and H_source do), and a row without context is exactly the pre-norm
+  transformer.
 - The context encoder's embeddings are the encoder's own (shared ``embed_tokens``, scaled by
   ``embed_scale``, dropout): the paper's context and source share a vocabulary, and a plain
-  transformer's checkpoint then starts the context encoder from trained embeddings.
+  transformer's checkpoint then starts the context encoder from trained embeddings. The GRU
+  reads them without positions (it orders the words itself), so without
+  ``--layernorm-embedding``'s LayerNorm, which fairseq applies to the sum of the two; the
+  self-attention alone reads the encoder's whole embedding, positions and that LayerNorm too.
 - The context: the document's previous ``--context-sentences`` N source sentences (default 1,
   the paper's), from the lane's ``PreviousSentences`` carry (source side only); with
   ``--context-choice next`` its N next sentences (fewer at the document's end), with ``random``
@@ -96,7 +110,7 @@ class AssociatedMemoryEncoder(TransformerEncoderBase):
     ):
         """fairseq's encoder forward; where a row has context in ``context_tokens`` (B, J, L:
         J right-padded sequences per row, all padding for a sequence it lacks), its
-        ``encoder_out`` is the CAMN's gated H instead of the top layer's output."""
+        ``encoder_out`` is the CAMN's gated H instead of fairseq's encoder output."""
         if context_tokens is None:
             return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
         present = context_tokens.ne(self.padding_idx).any(-1)
@@ -122,12 +136,19 @@ class AssociatedMemoryEncoder(TransformerEncoderBase):
 
     @contextmanager
     def recording_self_attention(self):
-        """The top layer's self-attention block output x' (T x B x C) of the encoder calls
-        made inside, in a list."""
+        """The top layer's self-attention block output (T x B x C) of the encoder calls made
+        inside, in a list: x' (post-norm, its layer norm's output), or the residual stream there
+        (pre-norm, the input of the feed-forward block's layer norm), which the CAMN normalises."""
         recorded: List[Tensor] = []
-        handle = self.layers[-1].self_attn_layer_norm.register_forward_hook(
-            lambda module, inputs, output: recorded.append(output)
-        )
+        top = self.layers[-1]
+        if top.normalize_before:
+            handle = top.final_layer_norm.register_forward_hook(
+                lambda module, inputs, output: recorded.append(inputs[0])
+            )
+        else:
+            handle = top.self_attn_layer_norm.register_forward_hook(
+                lambda module, inputs, output: recorded.append(output)
+            )
         try:
             yield recorded
         finally:
@@ -253,7 +274,6 @@ class AssociatedMemoryOptions(SystemOptions):
     @classmethod
     def check(cls, args):
         refused = {
-            "--encoder-normalize-before": args.encoder_normalize_before,
             "--encoder-layerdrop": args.encoder_layerdrop > 0,
             "--checkpoint-activations": args.checkpoint_activations,
         }
@@ -261,7 +281,7 @@ class AssociatedMemoryOptions(SystemOptions):
             if given:
                 raise OptionError(
                     f"transformer_associated_memory does not support {option}: the associated "
-                    "memory reads the top encoder layer's post-norm self-attention output"
+                    "memory reads the top encoder layer's self-attention block output"
                 )
 
 

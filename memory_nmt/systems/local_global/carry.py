@@ -2,11 +2,11 @@
 
 Decoding (and validation) go sentence by sentence. At a chunk's first sentence the encoder reads
 the whole chunk, so the lane carries the encoding of every sentence of its chunk (each later
-sentence takes its own from it), and, after each sentence, the states every decoder layer took as
-input for it (its translation: the reference in validation, the chosen hypothesis in decoding),
-which the next sentence's self-attention reads (``target_context.py``; none without the
-Transformer-XL decoder). Nothing is carried into another chunk, and nothing carried takes
-gradient (``differentiable_states`` is empty).
+sentence takes its own from it), and, after each sentence, the states every decoder layer's
+self-attention read for it (its translation: the reference in validation, the chosen hypothesis
+in decoding), which the next sentence's self-attention reads (``target_context.py``; none
+without the Transformer-XL decoder). Nothing is carried into another chunk, and nothing carried
+takes gradient (``differentiable_states`` is empty).
 """
 from typing import List
 

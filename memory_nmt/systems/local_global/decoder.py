@@ -5,8 +5,9 @@ sentence of the chunk, Transformer-XL style, with no gradient into it (``target_
 What it reads comes with ``encoder_out`` (``encoder.py``): the previous sentence's row in a batch
 of whole chunks, or the states carried from it (sentence by sentence). Each decoder call gives it
 to its layers' self-attention for that call only (``PreviousSentence.read``), and a call over
-whole sentences returns each layer's input, which the model (``model.py``) carries to the next
-sentence.
+whole sentences returns what each layer's self-attention read (the layer's input; in pre-norm
+layers, that input through the layer's ``self_attn_layer_norm``), which the model (``model.py``)
+carries to the next sentence.
 """
 from typing import Dict, List, Optional
 
@@ -49,7 +50,8 @@ class LocalGlobalDecoder(TransformerDecoderBase):
     ):
         """fairseq's decoder features, each self-attention reading the previous sentence that came
         with ``encoder_out``. On whole sentences (no ``incremental_state``) ``extra`` gains
-        ``target_states`` (each layer's input) and ``target_padding``, for the next sentence."""
+        ``target_states`` (what each layer's self-attention read) and ``target_padding``, for the
+        next sentence."""
         encoder_out = encoder_out or {}
         rows, memory, memory_padding = (encoder_out.get(key) or None for key in (
             "previous_rows", "target_memory", "target_memory_padding"))

@@ -10,6 +10,13 @@ its words keep ``h^L`` (the paper's "global encoding will be dynamically disable
 one-sentence document, and every sentence with ``--chunk-sentences 1``, is translated as by a
 sentence model.
 
+With pre-norm layers (``--encoder-normalize-before``: NLLB's, mBART's) fairseq's encoder ends in
+a LayerNorm of its own (``layer_norm``) after its last layer. The global layer is the top layer
+of the stack, so it goes before that LayerNorm: it reads the last local layer's residual stream
+(fairseq's ``encoder_states``, asked for with ``return_all_hiddens``), and the encoder's
+LayerNorm normalises what it gives (``global_context.py``). A chunk of one sentence gets that
+LayerNorm of the last local layer's stream, which is exactly fairseq's encoder output.
+
 How many of ``--encoder-layers`` are local is ``options.py``'s ``local_layers``. The encoder's
 output also says what the decoder (``decoder.py``) reads of each row's previous target sentence:
 its row in the batch (``previous_rows``, whole chunks), or the states ``model.py`` carried from it
@@ -67,6 +74,7 @@ class LocalGlobalEncoder(TransformerEncoderBase):
             self.global_context = GlobalContextLayer(
                 embed_dim, cfg.encoder.attention_heads, cfg.max_relative_sentences, cfg.dropout,
                 cfg.attention_dropout, relative=not cfg.no_relative_attention, gated=not cfg.no_fusion_gate,
+                normalize_before=cfg.encoder.normalize_before,
             )
             tag_context_parameters(self.global_context)
 
@@ -90,14 +98,18 @@ class LocalGlobalEncoder(TransformerEncoderBase):
         if not self.resets_word_positions and self.embed_positions is not None:
             shift = self.chunk_position_shift(src_tokens, words.offsets)
             token_embeddings = token_embeddings + shift / self.embed_scale
-        local = super().forward(src_tokens, token_embeddings=token_embeddings)
+        ends_in_layer_norm = self.layer_norm is not None  # pre-norm
+        local = super().forward(src_tokens, token_embeddings=token_embeddings, return_all_hiddens=ends_in_layer_norm)
         states, padding = local["encoder_out"][0], local["encoder_padding_mask"][0]
         several = words.sentences > 1
         attention = None
         if bool(several.any()):
-            chunked = words.gather(states)
+            stream = local["encoder_states"][-1] if ends_in_layer_norm else states
+            chunked = words.gather(stream)
             fused, attention = self.global_context(chunked, words.segments, words.padding)
-            states = words.scatter(torch.where(several[:, None, None], fused, chunked), states)
+            states = words.scatter(torch.where(several[:, None, None], fused, chunked), stream)
+            if ends_in_layer_norm:
+                states = self.layer_norm(states)
         return EncodedChunks(states, padding, attention, words)
 
     def chunk_position_shift(self, src_tokens: Tensor, offsets: Tensor) -> Tensor:

@@ -14,6 +14,17 @@ each chunk's words:
   projections are;
 - gated context fusion: ``g = sigmoid(W_g [h^L; h^G])``, ``h = LayerNorm((1 - g) h^L + g h^G)``.
 
+That is the paper's post-norm layer. In a pre-norm encoder (``--encoder-normalize-before``:
+NLLB's, mBART's) the layer reads the residual stream ``x`` of the last local layer, before the
+encoder's final LayerNorm (``encoder.py``), and puts the paper's LayerNorms where pre-norm
+layers put them: its own LayerNorm (``layer_norm``, which ends the post-norm layer) moves to its
+input, ``r = LayerNorm(x)``, which the attention and the gate read (``h^G`` from ``r``,
+``g = sigmoid(W_g [r; h^G])``); the fusion is the paper's on the stream, ``(1 - g) x + g h^G``,
+and the LayerNorm after it is the encoder's final one. So the gate keeps its meaning (``g = 0``
+keeps the local stream, which the encoder's final LayerNorm turns into the sentence model's
+output), and without the gate the layer is a pre-norm sublayer, ``x + h^G``, as in post-norm it
+is the residual sum of the transformer's post-norm sublayers.
+
 A word attends only to the words of its own chunk (each chunk is its own sequence here). Two of
 the paper's ablations (Table 3) remove a part: without relative attention (``relative=False``)
 the keys and values are the projections alone, with no per-distance vectors; without the gate
@@ -151,25 +162,32 @@ class SegmentRelativeAttention(nn.Module):
 
 class GlobalContextLayer(nn.Module):
     """Segment-level relative attention over a chunk, fused with the local representation by a gate
-    (``relative`` and ``gated`` False: the ablations of the module docstring)."""
+    (``relative`` and ``gated`` False: the ablations of the module docstring); a post-norm layer,
+    or with ``normalize_before`` a pre-norm one (the module docstring)."""
 
     def __init__(self, embed_dim: int, heads: int, max_distance: int, dropout: float, attention_dropout: float,
-                 relative: bool = True, gated: bool = True):
+                 relative: bool = True, gated: bool = True, normalize_before: bool = False):
         super().__init__()
         self.attention = SegmentRelativeAttention(embed_dim, heads, max_distance, attention_dropout, relative)
         self.gate = nn.Linear(2 * embed_dim, embed_dim) if gated else None
         self.layer_norm = LayerNorm(embed_dim)
+        self.normalize_before = normalize_before
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
 
     def forward(self, local: Tensor, segments: Tensor, padding: Tensor) -> Tuple[Tensor, Tensor]:
-        """The fused representation ``h`` of each chunk's words ``local`` (``h^L``, chunks x W x C),
-        and the attention weights (chunks, heads, W, W)."""
-        attended, weights = self.attention(local, segments, padding)
+        """The fused representation of each chunk's words ``local`` (chunks x W x C), and the
+        attention weights (chunks, heads, W, W). Post-norm: ``local`` is ``h^L`` and the result
+        ``h``; pre-norm: ``local`` is the residual stream and the result the fused stream, which
+        the encoder's final LayerNorm normalises."""
+        read = self.layer_norm(local) if self.normalize_before else local
+        attended, weights = self.attention(read, segments, padding)
         global_ = self.dropout_module(attended)
         if self.gate is None:
-            return self.layer_norm(local + global_), weights
-        gate = torch.sigmoid(self.gate(torch.cat([local, global_], dim=-1)))
-        return self.layer_norm((1 - gate) * local + gate * global_), weights
+            fused = local + global_
+        else:
+            gate = torch.sigmoid(self.gate(torch.cat([read, global_], dim=-1)))
+            fused = (1 - gate) * local + gate * global_
+        return (fused if self.normalize_before else self.layer_norm(fused)), weights
 
 
 def sentence_attention(weights: Tensor, segments: Tensor, padding: Tensor, sentences: Optional[int] = None) -> Tensor:

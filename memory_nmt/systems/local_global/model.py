@@ -36,6 +36,12 @@ Choices the paper leaves open, and why:
   trained with (``--model-overrides "{'chunk_sentences': 5}"``).
 - Without the word-position reset, a word's position is its place in the chunk's words (each
   sentence's ``</s>`` counted), put in through the token embeddings as the segment embedding is.
+- Pre-norm layers (``--encoder-normalize-before --decoder-normalize-before``, NLLB's; with
+  ``--encoder-learned-pos --decoder-learned-pos --layernorm-embedding``, mBART's): the global layer
+  is a pre-norm layer at the top of the stack, before the encoder's final LayerNorm (``encoder.py``,
+  ``global_context.py``), and the decoder's self-attention reads the previous sentence's states
+  normalised as the current one's (``target_context.py``); a chunk of one sentence is still
+  translated as by the pre-norm sentence model.
 """
 import torch
 from fairseq.models import register_model, register_model_architecture

@@ -14,6 +14,12 @@ lies. Choices the paper leaves open, and why:
   to the order of float sums): a sentence-level transformer's checkpoint starts the model as that
   transformer, and a chunk's first sentence is decoded as by a sentence model with those weights.
 - the previous sentence is that of the same chunk; a chunk's first sentence reads none.
+- pre-norm layers (``--decoder-normalize-before``: NLLB's, mBART's): a layer's self-attention
+  reads its input through the layer's ``self_attn_layer_norm``; what it reads of the previous
+  sentence is what it read for that sentence (its ``query``, recorded or taken from the previous
+  sentence's row), normalised by the same LayerNorm as the current sentence's states, so that the
+  keys of both sentences come from states of one kind (in a post-norm layer, the layer's input
+  itself, as in Transformer-XL).
 
 Where the previous sentence's states come from, for one decoder call (``PreviousSentence``):
 training on whole chunks has every sentence of a chunk in the batch, so a layer reads the
@@ -64,12 +70,12 @@ class PreviousSentence:
     memory: Optional[List[Tensor]] = None  # per layer (M, B, C), aligned right
     memory_padding: Optional[Tensor] = None  # (B, M)
     previous_rows: Optional[Tensor] = None  # whole chunks: (B,) row of each row's previous sentence, -1: none
-    record: bool = False  # keep each layer's input (whole sentences)
+    record: bool = False  # keep what each layer's self-attention reads (whole sentences)
     states: Dict[int, Tensor] = field(default_factory=dict)
 
     def of_layer(self, layer: int, inputs: Tensor, padding: Optional[Tensor]):
         """(states (M, B, C), padding (B, M)) that layer ``layer`` reads before the sentence's own
-        words, whose layer input is ``inputs`` (T, B, C) with ``padding`` (B, T)."""
+        words, whose self-attention reads ``inputs`` (T, B, C) with ``padding`` (B, T)."""
         if self.previous_rows is not None:
             has_previous = self.previous_rows.ge(0)
             rows = self.previous_rows.clamp(min=0)
