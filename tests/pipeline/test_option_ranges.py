@@ -52,6 +52,11 @@ def is_number(annotation) -> bool:
     return annotation in (int, float) or typing.get_args(annotation) in ((int, type(None)), (float, type(None)))
 
 
+def is_choice(annotation) -> bool:
+    """A choice, optional or not (``ChoiceEnum``, ``Optional[ChoiceEnum]``)."""
+    return any(isinstance(kind, type) and issubclass(kind, enum.Enum) for kind in typing.get_args(annotation) or (annotation,))
+
+
 def cases():
     """(system, option, value, extra arguments) for every option of the plugin that applies."""
     for system, (_, options, has_context_parameters) in SYSTEMS.items():
@@ -59,7 +64,7 @@ def cases():
         if options is not None:
             plugin_options += [option for option in fields(options) if not option.name.startswith("_")]
         for option in plugin_options:
-            if option.type is bool or (isinstance(option.type, type) and issubclass(option.type, enum.Enum)):
+            if option.type is bool or is_choice(option.type):
                 continue  # switches and choices: argparse refuses any other value
             for value in EDGES:
                 yield pytest.param(system, flag_of(option.name), value, [], id=f"{system}{flag_of(option.name)}={value}")
