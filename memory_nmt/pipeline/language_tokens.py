@@ -11,7 +11,8 @@ options, meaning what they mean there:
   or ``--decoder-langtok``, as ``translation_multi_simple_epoch`` does (fairseq's
   ``augment_dictionary``: one token a language in ``--lang-tok-style``, ``__lang__`` or
   ``[lang]``, the latter followed by ``<mask>``); with neither, as
-  ``translation_from_pretrained_bart`` does (``[lang]`` a language, then ``<mask>``);
+  ``translation_from_pretrained_bart`` does (``[lang]`` a language, then ``<mask>``: the same
+  function in the ``mbart`` style);
 - the tokens' places, in training and decoding alike:
 
   ========================================  ===================  ========================  ====================
@@ -69,13 +70,9 @@ class LanguageTokens:
             if lang not in langs:
                 raise OptionError(f"{option} {lang} is not one of --langs {','.join(langs)}: name the data's "
                                   "languages as the checkpoint's --langs names them")
+        style = cfg.lang_tok_style if multilingual else LangTokStyle.mbart.value  # [lang] each, then <mask>
         for dictionary in (src_dict, tgt_dict) if src_dict is not tgt_dict else (src_dict,):
-            if multilingual:
-                augment_dictionary(dictionary, langs, cfg.lang_tok_style)
-            else:
-                for lang in langs:
-                    dictionary.add_symbol(get_lang_tok(lang, LangTokStyle.mbart.value))
-                dictionary.add_symbol("<mask>")
+            augment_dictionary(dictionary, langs, style)
         if not multilingual:
             return cls(FROM_PRETRAINED_BART, src_dict.index(get_lang_tok(cfg.source_lang, LangTokStyle.mbart.value)),
                        tgt_dict.index(get_lang_tok(cfg.target_lang, LangTokStyle.mbart.value)))

@@ -78,10 +78,8 @@ def own_translations(pretrained, data_bin):
     """{layout: translations of the test split by the checkpoint under its own task}."""
     from fairseq.tasks.translation_from_pretrained_bart import TranslationFromPretrainedBARTTask
 
-    unset = object()
-    previous = TranslationFromPretrainedBARTTask.__dict__.get("args", unset)
-    TranslationFromPretrainedBARTTask.args = property(lambda self: self.cfg)  # as WITH_BART_TASK_FIXED
-    try:
+    with pytest.MonkeyPatch.context() as patch:  # as WITH_BART_TASK_FIXED
+        patch.setattr(TranslationFromPretrainedBARTTask, "args", property(lambda self: self.cfg), raising=False)
         own = {}
         for layout, path in pretrained.items():
             (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": str(data_bin)})
@@ -92,9 +90,6 @@ def own_translations(pretrained, data_bin):
             samples = task.get_batch_iterator(dataset, max_tokens=400).next_epoch_itr(shuffle=False)
             own[layout] = translations(task, model.eval(), samples, ["--task", cfg.task._name, *DECODING])
         return own
-    finally:
-        if previous is unset:
-            del TranslationFromPretrainedBARTTask.args
 
 
 def document_system(data_bin, path, *options):
