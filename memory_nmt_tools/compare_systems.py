@@ -15,7 +15,9 @@ For every ``--system NAME=CHECKPOINT`` (any system of the plugin, or fairseq's p
 3. with ``--contrastive FORMAT FILE...``, scores contrastive items in context
    (``contrastive_eval.py``): accuracy overall and by antecedent distance, and the correct
    candidate's log-probability per token with its context minus without, in bits (CXMI on the
-   items), overall and by distance;
+   items), overall and by distance; their text segmented as the training data was
+   (``prepare_documents.py``): Moses tokenization (``--moses``) and/or BPE (``--bpe-codes``),
+   or a pretrained checkpoint's sentencepiece model on the raw text (``--spm-model``, alone);
 4. decodes single documents of ``--lengths`` sentences (the split's source sentences in corpus
    order, repeated as needed), each in a fresh process, and measures the peak memory while
    decoding (``peak_memory.py``) and the time per sentence.
@@ -58,6 +60,7 @@ import os
 from pathlib import Path
 
 from .paths import check_paths
+from .prepare_documents import spm_model_refused_with
 
 
 def parse_system(spec):
@@ -101,6 +104,9 @@ def parse_args(argv=None):
                         "(context-files, voita-lines)")
     parser.add_argument("--moses", action="store_true", help="Moses-tokenize the contrastive text first")
     parser.add_argument("--bpe-codes", help="apply these BPE codes to the contrastive text first")
+    parser.add_argument("--spm-model", metavar="MODEL",
+                        help="segment the raw contrastive text with this sentencepiece model instead, as "
+                        "prepare_documents.py --spm-model segmented the data (a pretrained checkpoint's)")
     parser.add_argument("--lengths", type=parse_lengths, default="10,100,1000",
                         help="sentences of the documents whose decoding peak memory is measured, "
                         "separated by commas, measured shortest first (default: 10,100,1000)")
@@ -116,6 +122,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.max_tokens is None and args.batch_size is None:
         args.batch_size = 32
+    if args.spm_model and (args.moses or args.bpe_codes):
+        parser.error(spm_model_refused_with("--moses and --bpe-codes"))
     names = [name for name, _ in args.systems]
     if len(set(names)) != len(names):
         parser.error(f"--system names must differ: {', '.join(names)}")

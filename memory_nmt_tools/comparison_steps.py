@@ -126,33 +126,37 @@ def contrastive_options(args):
     """contrastive_eval.py's options, from ours."""
     return SimpleNamespace(
         format=args.contrastive[0], files=args.contrastive[1:], context_size=args.context_size,
-        group_size=args.group_size, moses=args.moses, bpe_codes=args.bpe_codes, max_tokens=4096,
+        group_size=args.group_size, moses=args.moses, bpe_codes=args.bpe_codes, spm_model=args.spm_model,
+        max_tokens=4096,
     )
 
 
 def contrastive_items(args):
-    """The items of ``--contrastive FORMAT FILE...``, or None without it."""
+    """The items of ``--contrastive FORMAT FILE...`` and how their text is segmented
+    (``contrastive_eval.segmenter``, its sentencepiece model loaded first), or (None, None) without it."""
     if not args.contrastive:
-        return None
+        return None, None
     expected = contrastive_eval.FILES.get(args.contrastive[0])
     if expected is None or len(args.contrastive) - 1 != len(expected):
         raise ComparisonError(
             f"--contrastive {' '.join(args.contrastive)}: give a format and its files: "
             + "; ".join(f"{name} {' '.join(files)}" for name, files in contrastive_eval.FILES.items())
         )
+    options = contrastive_options(args)
+    segment = contrastive_eval.segmenter(options)
     with named_errors("--contrastive", contrastive.ContrastiveDataError):
-        return contrastive_eval.read_items(contrastive_options(args))
+        return contrastive_eval.read_items(options), segment
 
 
-def contrastive_scores(args, name, path, items, use_cuda):
-    """(accuracy, CXMI) of system ``name`` on the contrastive items, each {"all" or distance: ...}
-    (``contrastive.accuracy``, ``context_usage.contrastive_context_use``), or (None, None) without items."""
+def contrastive_scores(args, name, path, items, segment, use_cuda):
+    """(accuracy, CXMI) of system ``name`` on the contrastive items, their text segmented by ``segment``
+    (``contrastive_items``), each {"all" or distance: ...} (``contrastive.accuracy``,
+    ``context_usage.contrastive_context_use``), or (None, None) without items."""
     if items is None:
         return None, None
     with named_errors("--contrastive", contrastive.ContrastiveDataError):
         model, task, _ = contrastive_eval.load(path, args.data, use_cuda, args.overrides.get(name))
-        model_items = contrastive_eval.preprocessed(items, contrastive_options(args), task.cfg.source_lang,
-                                                    task.cfg.target_lang)
+        model_items = contrastive_eval.preprocessed(items, segment, task.cfg.source_lang, task.cfg.target_lang)
         scores, cxmi = context_usage.contrastive_context_use(
             model, task, model_items, max_tokens=4096,
             progress=lambda batches: tqdm(batches, desc=f"scoring with {path}", disable=None, file=sys.stderr),
@@ -185,7 +189,7 @@ def measure_in_subprocess(args, name, path, length, workdir):
 def compare(args, workdir, device, results):
     """Measure every system into ``results`` (its figures as soon as they exist, in ``--json``
     too), after checking them all."""
-    docids, items = read_docids(docids_path(args)), contrastive_items(args)  # before translating anything
+    docids, (items, segment) = read_docids(docids_path(args)), contrastive_items(args)  # before translating anything
     unmeasured = {name: not_measurable(args, name, path) for name, path in args.systems}
     for name, reasons in unmeasured.items():
         for key, reason in reasons.items():
@@ -201,7 +205,8 @@ def compare(args, workdir, device, results):
             figures["cxmi"] = None if "cxmi" in unmeasured[name] else split_cxmi(args, name, path, workdir, use_cuda)
             write_json(args, device, results)
             scored = None if "contrastive" in unmeasured[name] else items
-            figures["contrastive"], figures["contrastive_cxmi"] = contrastive_scores(args, name, path, scored, use_cuda)
+            figures["contrastive"], figures["contrastive_cxmi"] = contrastive_scores(
+                args, name, path, scored, segment, use_cuda)
             write_json(args, device, results)
         figures["long_documents"] = {}
         for length in args.lengths:

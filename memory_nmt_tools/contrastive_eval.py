@@ -21,8 +21,9 @@ Prints accuracy overall and by distance (antecedent distance, or Voita's ctx_dis
 document-level model (--path, any system of the plugin) and, with --sentence-model, for a
 sentence-level fairseq ``transformer`` scored on the same candidates without context, each
 labelled by its checkpoint's architecture. ``--json`` prints the same as JSON. Text is fed
-to the models as it is in the files unless --moses and/or --bpe-codes preprocess it the way
-scripts/prepare_documents.py preprocessed the training data.
+to the models as it is in the files unless it is segmented the way scripts/prepare_documents.py
+segmented the training data: Moses tokenization (--moses) and/or BPE (--bpe-codes), or a
+pretrained checkpoint's sentencepiece model on the raw text (--spm-model, alone).
 
     python scripts/contrastive_eval.py --path checkpoints/memory/checkpoint_best.pt \\
         --data data-bin --sentence-model checkpoints/sentence/checkpoint_best.pt \\
@@ -41,7 +42,7 @@ import memory_nmt  # noqa: F401  (registers the plugin; lets fairseq load checkp
 from memory_nmt.evaluation import contrastive
 
 from .paths import check_paths
-from .prepare_documents import apply_bpe, tokenize
+from .prepare_documents import apply_bpe, apply_sentencepiece, load_sentencepiece, spm_model_refused_with, tokenize
 from .text_files import TextFileError
 
 FILES = {
@@ -67,19 +68,35 @@ def read_items(args):
     return contrastive.read_joined_lines(*files, group_size=args.group_size)
 
 
-def preprocessed(items, args, source_lang, target_lang):
-    """The items with Moses tokenization and BPE applied, as prepare_documents.py applies them."""
+def segmenter(args):
+    """How the items' text is segmented, as prepare_documents.py segmented the models' data: a
+    function (sentences, language) -> the sentences segmented, or None for the text as it is. The
+    sentencepiece model of --spm-model is loaded here, once, before the items are read."""
+    if args.spm_model:
+        model = load_sentencepiece(args.spm_model)
+        return lambda sentences, language: apply_sentencepiece(sentences, model)
     if not args.moses and not args.bpe_codes:
+        return None
+
+    def segment(sentences, language):
+        if args.moses:
+            sentences = tokenize(sentences, language,
+                                 SimpleNamespace(moses_no_dash_splits=False, moses_no_escape=False))
+        if args.bpe_codes:
+            sentences = apply_bpe(sentences, args.bpe_codes)
+        return sentences
+
+    return segment
+
+
+def preprocessed(items, segment, source_lang, target_lang):
+    """The items with their text segmented by ``segment`` (``segmenter``; None: as they are)."""
+    if segment is None:
         return items
 
     def process(sentences, lang):
         unique = sorted(set(sentences))
-        done = unique
-        if args.moses:
-            done = tokenize(done, lang, SimpleNamespace(moses_no_dash_splits=False, moses_no_escape=False))
-        if args.bpe_codes:
-            done = apply_bpe(done, args.bpe_codes)
-        return dict(zip(unique, done))
+        return dict(zip(unique, segment(unique, lang)))
 
     sources = process([s for i in items for s in (*i.context_source, i.source)], source_lang)
     targets = process([t for i in items for t in (*i.context_target, *i.candidates)], target_lang)
@@ -94,10 +111,11 @@ def load(path, data, use_cuda, model_overrides=None):
     return (model.cuda() if use_cuda else model), task, cfg.model._name
 
 
-def evaluate(path, data, items, args, use_cuda, model_overrides=None):
-    """(architecture, accuracy) of the checkpoint at ``path`` on ``items``."""
+def evaluate(path, data, items, segment, args, use_cuda, model_overrides=None):
+    """(architecture, accuracy) of the checkpoint at ``path`` on ``items``, their text segmented
+    by ``segment`` (``segmenter``)."""
     model, task, architecture = load(path, data, use_cuda, model_overrides)
-    model_items = preprocessed(items, args, task.cfg.source_lang, task.cfg.target_lang)
+    model_items = preprocessed(items, segment, task.cfg.source_lang, task.cfg.target_lang)
     scores = contrastive.score_items(
         model, task, model_items, max_tokens=args.max_tokens,
         progress=lambda batches: tqdm(batches, desc=f"scoring with {path}", disable=None, file=sys.stderr),
@@ -147,6 +165,10 @@ def parse_args(argv=None):
     parser.add_argument("--moses", action="store_true",
                         help="Moses-tokenize the text first (sacremoses, fairseq's defaults)")
     parser.add_argument("--bpe-codes", help="apply these subword-nmt BPE codes to the text first")
+    parser.add_argument("--spm-model", metavar="MODEL",
+                        help="segment the raw text with this sentencepiece model instead, as "
+                        "prepare_documents.py --spm-model segmented the models' data (a pretrained "
+                        "checkpoint's, e.g. mBART-50's sentence.bpe.model)")
     parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch")
     parser.add_argument("--cpu", action="store_true", help="do not use a GPU even if there is one")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -158,6 +180,8 @@ def parse_args(argv=None):
         parser.error("--group-size applies to --format context-files and voita-lines")
     if args.group_size is not None and args.group_size < 2 or args.context_size < 1:
         parser.error("--group-size must be at least 2 and --context-size at least 1")
+    if args.spm_model and (args.moses or args.bpe_codes):
+        parser.error(spm_model_refused_with("--moses and --bpe-codes"))
     data = "a data-bin directory with the model's dictionaries"
     check_paths(parser, inputs=[  # before the first model scores every item
         ("--path", args.path, "file", "the document-level model's checkpoint"),
@@ -174,14 +198,15 @@ def main(argv=None):
     args = parse_args(argv)
     use_cuda = torch.cuda.is_available() and not args.cpu
     try:
+        segment = segmenter(args)
         items = read_items(args)
         if not items:
             raise contrastive.ContrastiveDataError(f"{args.files[0]}: no test items")
-        architecture, accuracy = evaluate(args.path, args.data, items, args, use_cuda)
+        architecture, accuracy = evaluate(args.path, args.data, items, segment, args, use_cuda)
         results = {architecture: accuracy}
         if args.sentence_model:
             architecture, accuracy = evaluate(
-                args.sentence_model, args.sentence_data or args.data, items, args, use_cuda
+                args.sentence_model, args.sentence_data or args.data, items, segment, args, use_cuda
             )
             results[f"{architecture} (--sentence-model)" if architecture in results else architecture] = accuracy
     except (contrastive.ContrastiveDataError, TextFileError) as error:

@@ -304,6 +304,11 @@ def apply_sentencepiece(sentences, model):
     return [" ".join(model.encode(sentence, out_type=str)) for sentence in sentences]
 
 
+def spm_model_refused_with(options):
+    """Why --spm-model cannot go with ``options`` (Moses tokenization, BPE), for parser.error."""
+    return f"--spm-model segments raw text with the pretrained model's own pieces: leave out {options}"
+
+
 def check_no_empty_line(sides, positions, step):
     """An error naming the first sentence that ``step`` left empty."""
     for lang, lines in sides.items():
@@ -438,8 +443,7 @@ def parse_args(argv=None):
                         "joined by spaces; undone by fairseq's --post-process sentencepiece")
     args = parser.parse_args(argv)
     if args.spm_model and (args.moses or args.learn_bpe is not None or args.bpe_codes):
-        parser.error("--spm-model segments raw text with the pretrained model's own pieces: "
-                     "leave out --moses, --learn-bpe and --bpe-codes")
+        parser.error(spm_model_refused_with("--moses, --learn-bpe and --bpe-codes"))
     if args.learn_bpe is not None and (args.learn_bpe < 1 or not args.bpe_codes):
         parser.error("--learn-bpe needs a positive number of merges and --bpe-codes CODES to write")
     if args.source_lang == args.target_lang:

@@ -1,7 +1,8 @@
 """What every test module shares: a tiny synthetic document corpus binarized with fairseq-preprocess,
-checkpoints trained on it, fairseq tasks/models/criteria built from command-line arguments as
-fairseq-train builds them, and the contract checks every system reuses (walk, context reach,
-decoding, the stock CLIs and the hub alike).
+checkpoints trained on it, a tiny sentencepiece model standing in for a pretrained checkpoint's,
+fairseq tasks/models/criteria built from command-line arguments as fairseq-train builds them, and
+the contract checks every system reuses (walk, context reach, decoding, the stock CLIs and the hub
+alike).
 
 The tests are grouped as the code is: ``pipeline/`` (the document machinery, the stock CLIs, the
 package's imports), ``systems/`` (what makes each system itself, and adding one) and ``tools/``
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sentencepiece
 import torch
 
 from memory_nmt_tools import synthetic_documents
@@ -139,6 +141,25 @@ def concat_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
     log = result.stdout + result.stderr
     assert "num_updates 4" in log and f"loading pretrained model from {sentence_checkpoint}" in log
     return save_dir / "checkpoint_last.pt"
+
+
+TRAIN_EN = ["the lower house passed the new budget .", "the lowest prices were newer .",
+            "she passed the houses slowly ."] * 3
+TRAIN_DE = ["das unterhaus verabschiedete den neuen haushalt .",
+            "die niedrigsten preise waren neuer .", "sie ging langsam an den häusern vorbei ."] * 3
+
+
+@pytest.fixture
+def spm_model(tmp_path):
+    """A tiny sentencepiece model trained on TRAIN_EN and TRAIN_DE, standing in for a pretrained
+    checkpoint's (a corpus this small holds fewer than 60 pieces: the limit is soft)."""
+    corpus = tmp_path / "spm-train.txt"
+    corpus.write_text("\n".join(TRAIN_EN + TRAIN_DE) + "\n", encoding="utf-8")
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(tmp_path / "spm"), vocab_size=60,
+        hard_vocab_limit=False, minloglevel=2,
+    )
+    return tmp_path / "spm.model"
 
 
 TINY_TRANSFORMER_MODULES = ("encoder.embed_tokens, encoder.layers.0-1, decoder.embed_tokens, "

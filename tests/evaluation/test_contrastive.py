@@ -1,13 +1,15 @@
-"""Contrastive evaluation in context: the test-set readers, a scorer that carries the memory as
-training does, and the CLI on models trained through fairseq-train, where only the memory model
-can tell the right pronoun."""
+"""Contrastive evaluation in context: the test-set readers, the CLI's options and segmentation, a
+scorer that carries the memory as training does, and the CLI on models trained through
+fairseq-train, where only the memory model can tell the right pronoun."""
 import json
 import re
 import shutil
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
+from fairseq.data.data_utils import post_process
 from fairseq.sequence_scorer import SequenceScorer
 
 from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run, walk
@@ -20,7 +22,7 @@ from memory_nmt.evaluation.contrastive import (
     read_voita_json,
     score_items,
 )
-from memory_nmt_tools import contrastive_eval, synthetic_documents
+from memory_nmt_tools import contrastive_eval, prepare_documents, synthetic_documents
 
 
 def write(path, lines):
@@ -143,6 +145,88 @@ def test_cli_refuses_a_missing_input_before_scoring(tmp_path, option, message, c
         contrastive_eval.parse_args(command)
     assert refused.value.code == 2
     assert capsys.readouterr().err.endswith(f"error: {option} {tmp_path / 'missing'}: {message}\n")
+
+
+SPM_ITEMS = [  # Voita-style items in raw text, words the spm_model fixture splits into pieces
+    {"src": "The lower house passed the budget. _eos She passed it slowly!",
+     "dst": ["Das Unterhaus verabschiedete den Haushalt. _eos Sie ging langsam vorbei!",
+             "Das Unterhaus verabschiedete den Haushalt. _eos Er ging langsam vorbei!"], "true_ind": 0, "ctx_dist": 1},
+    {"src": "New prices, lower. _eos They were newer.",
+     "dst": ["Neue Preise, niedriger. _eos Es waren neuere.", "Neue Preise, niedriger. _eos Sie waren neuer."],
+     "true_ind": 1, "ctx_dist": 1},
+]
+
+
+def scored_as_the_models_see_them(monkeypatch, tmp_path, arguments):
+    """The items contrastive_eval.py's ``main`` hands to the scorer (``arguments``: its options
+    but --path), the checkpoint, the model and its scores stand-ins."""
+    def load(path, data, use_cuda, model_overrides=None):
+        return None, SimpleNamespace(cfg=SimpleNamespace(source_lang="en", target_lang="de")), "transformer"
+
+    def score_items(model, task, items, **kwargs):
+        scored.extend(items)
+        return [[-float(index) for index in range(len(item.candidates))] for item in items]
+
+    scored = []
+    monkeypatch.setattr(contrastive_eval, "load", load)
+    monkeypatch.setattr(contrastive_eval.contrastive, "score_items", score_items)
+    (tmp_path / "checkpoint.pt").write_bytes(b"")
+    contrastive_eval.main(["--path", str(tmp_path / "checkpoint.pt"), "--cpu", *map(str, arguments)])
+    return scored
+
+
+def test_spm_model_segments_every_sentence_as_prepare_documents_does(tmp_path, spm_model, monkeypatch, capsys):
+    """With --spm-model, sources, candidates and both contexts reach the models as the sentencepiece
+    pieces prepare_documents.py --spm-model writes for the same raw sentences, which fairseq's
+    --post-process sentencepiece undoes."""
+    items = tmp_path / "items.json"
+    items.write_text(json.dumps(SPM_ITEMS))
+    raw = read_voita_json(items)
+    scored = scored_as_the_models_see_them(monkeypatch, tmp_path, ["--format", "voita", items, "--spm-model", spm_model])
+    sentences = sorted({s for item in raw for s in (*item.context_source, item.source, *item.context_target,
+                                                    *item.candidates)})
+    corpus = write(tmp_path / "corpus.txt", sentences)
+    prepare_documents.main(["--format", "blank-lines", "--source", str(corpus), "--target", str(corpus),
+                            "--source-lang", "en", "--target-lang", "de", "--output-prefix", str(tmp_path / "spm"),
+                            "--spm-model", str(spm_model)])
+    pieces = dict(zip(sentences, (tmp_path / "spm.en").read_text(encoding="utf-8").splitlines()))
+    assert [item.mapped(pieces.__getitem__, pieces.__getitem__) for item in raw] == scored
+    assert all("\u2581" in piece and piece.count(" ") > sentence.count(" ") and
+               post_process(piece, "sentencepiece") == sentence for sentence, piece in pieces.items())
+    assert capsys.readouterr().out.startswith("2 items (voita:")
+
+
+@pytest.mark.parametrize("options", [["--moses"], ["--bpe-codes", "codes"], ["--moses", "--bpe-codes", "codes"]],
+                         ids=["moses", "bpe-codes", "both"])
+def test_spm_model_refuses_moses_and_bpe(tmp_path, spm_model, options, capsys):
+    """The pretrained model's pieces are made from raw text, as prepare_documents.py refuses too."""
+    items = tmp_path / "items.json"
+    items.write_text(json.dumps(SPM_ITEMS))
+    (tmp_path / "codes").write_text("")
+    with pytest.raises(SystemExit) as refused:
+        contrastive_eval.parse_args(["--path", str(items), "--format", "voita", str(items),
+                                     "--spm-model", str(spm_model), *(str(tmp_path / o) if o == "codes" else o
+                                                                      for o in options)])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "error: --spm-model segments raw text with the pretrained model's own pieces: "
+        "leave out --moses and --bpe-codes\n")
+
+
+@pytest.mark.parametrize("model, message", [
+    ("sentence.bpe.model", "no such file; pass the sentencepiece model of the pretrained checkpoint"),
+    ("dict.txt", "cannot load it"),
+])
+def test_a_bad_spm_model_is_named_before_the_items_are_read(tmp_path, monkeypatch, model, message):
+    """The error prepare_documents.py gives, before any item is read or model loaded."""
+    def read_items(args):
+        raise AssertionError("the items were read before the sentencepiece model was loaded")
+
+    monkeypatch.setattr(contrastive_eval, "read_items", read_items)
+    write(tmp_path / "dict.txt", ["the 10"])
+    with pytest.raises(SystemExit, match=re.escape(f"error: --spm-model {tmp_path / model}: {message}")):
+        contrastive_eval.main(["--path", str(tmp_path / "dict.txt"), "--format", "voita", str(tmp_path / "dict.txt"),
+                               "--spm-model", str(tmp_path / model)])
 
 
 @pytest.mark.parametrize("sentence_model", ["transformer", "transformer_recurrent_memory_small (--sentence-model)"])

@@ -7,13 +7,23 @@ import re
 import subprocess
 import sys
 from contextlib import redirect_stdout
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from fairseq.data.data_utils import post_process
 
 from conftest import AMN, REPO, build, run, save_checkpoint
 from memory_nmt.evaluation import contrastive
-from memory_nmt_tools import compare_systems, comparison_steps, context_usage, contrastive_eval, synthetic_documents
+from memory_nmt_tools import (
+    compare_systems,
+    comparison_steps,
+    context_usage,
+    contrastive_eval,
+    prepare_documents,
+    synthetic_documents,
+)
 
 SCRIPT = REPO / "scripts" / "compare_systems.py"
 
@@ -159,6 +169,62 @@ def test_paths_and_names_are_checked_before_the_first_system_is_translated(
         compare_systems.main([argument.format(tmp=tmp_path) for argument in arguments])
     assert refused.value.code == 2
     assert f"error: {message.format(tmp=tmp_path)}" in capsys.readouterr().err
+
+
+SPM_ITEMS = [{"src": "The lower house passed. _eos She passed it!", "dst": [
+    "Das Unterhaus ging. _eos Sie ging vorbei!", "Das Unterhaus ging. _eos Er ging vorbei!"], "true_ind": 0}]
+
+
+def test_contrastive_text_is_segmented_with_the_spm_model(nothing_translated, tmp_path, spm_model, monkeypatch):
+    """--spm-model reaches contrastive_eval.py: each system scores the items in the pieces
+    prepare_documents.py --spm-model gives their raw sentences."""
+    def contrastive_context_use(model, task, items, **kwargs):
+        scored.extend(items)
+        return [[0.0, -1.0] for _ in items], {}
+
+    scored = []
+    monkeypatch.setattr(contrastive_eval, "load", lambda *args: (None, SimpleNamespace(
+        cfg=SimpleNamespace(source_lang="en", target_lang="de")), "transformer"))
+    monkeypatch.setattr(context_usage, "contrastive_context_use", contrastive_context_use)
+    (tmp_path / "items.json").write_text(json.dumps(SPM_ITEMS))
+    args = compare_systems.parse_args(["--data", f"{tmp_path}/data", *nothing_translated, "--contrastive", "voita",
+                                       f"{tmp_path}/items.json", "--spm-model", str(spm_model)])
+    items, segment = comparison_steps.contrastive_items(args)
+    accuracy, _ = comparison_steps.contrastive_scores(args, "a", f"{tmp_path}/checkpoint.pt", items, segment, False)
+    assert accuracy == {"all": (1, 1)}
+    (item,) = items
+    model = prepare_documents.load_sentencepiece(spm_model)
+    pieces = prepare_documents.apply_sentencepiece([*item.context_source, item.source], model)
+    pieces_de = prepare_documents.apply_sentencepiece([*item.context_target, *item.candidates], model)
+    assert scored == [replace(item, context_source=pieces[:1], source=pieces[1], context_target=pieces_de[:1],
+                              candidates=pieces_de[1:])]
+    raw = [*item.context_source, item.source, *item.context_target, *item.candidates]
+    assert all(piece != sentence and post_process(piece, "sentencepiece") == sentence
+               for piece, sentence in zip(pieces + pieces_de, raw))
+
+
+@pytest.mark.parametrize("options", [["--moses"], ["--bpe-codes", "{tmp}/checkpoint.pt"]], ids=["moses", "bpe-codes"])
+def test_spm_model_refuses_moses_and_bpe(nothing_translated, tmp_path, spm_model, capsys, options):
+    """The pretrained model's pieces are made from raw text, as prepare_documents.py refuses too."""
+    with pytest.raises(SystemExit) as refused:
+        compare_systems.main(["--data", f"{tmp_path}/data", *nothing_translated, "--spm-model", str(spm_model),
+                              *(option.format(tmp=tmp_path) for option in options)])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "error: --spm-model segments raw text with the pretrained model's own pieces: "
+        "leave out --moses and --bpe-codes\n")
+
+
+@pytest.mark.parametrize("model, message", [
+    ("sentence.bpe.model", "no such file; pass the sentencepiece model of the pretrained checkpoint"),
+    ("checkpoint.pt", "cannot load it"),
+])
+def test_a_bad_spm_model_is_named_before_the_first_system_is_translated(nothing_translated, tmp_path, model, message):
+    """The error prepare_documents.py gives, before anything is translated."""
+    (tmp_path / "items.json").write_text(json.dumps(SPM_ITEMS))
+    with pytest.raises(SystemExit, match=re.escape(f"error: --spm-model {tmp_path / model}: {message}")):
+        compare_systems.main(["--data", f"{tmp_path}/data", *nothing_translated, "--contrastive", "voita",
+                              f"{tmp_path}/items.json", "--spm-model", str(tmp_path / model)])
 
 
 def test_a_failed_step_points_at_a_log_that_is_kept(monkeypatch, tmp_path, data_bin, sentence_checkpoint):

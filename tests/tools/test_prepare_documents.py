@@ -12,11 +12,10 @@ import subprocess
 import sys
 
 import pytest
-import sentencepiece
 from fairseq.data.data_utils import post_process
 from fairseq.data.encoders.sentencepiece_bpe import SentencepieceBPE, SentencepieceConfig
 
-from conftest import REPO
+from conftest import REPO, TRAIN_DE, TRAIN_EN
 from memory_nmt_tools import prepare_documents
 
 SCRIPT = REPO / "scripts" / "prepare_documents.py"
@@ -209,12 +208,6 @@ def test_moses_options_turn_off_dash_splits_and_escaping(tmp_path):
     assert outputs(tmp_path)[0] == ["It 's well-known ."]
 
 
-TRAIN_EN = ["the lower house passed the new budget .", "the lowest prices were newer .",
-            "she passed the houses slowly ."] * 3
-TRAIN_DE = ["das unterhaus verabschiedete den neuen haushalt .",
-            "die niedrigsten preise waren neuer .", "sie ging langsam an den häusern vorbei ."] * 3
-
-
 def test_bpe_learn_then_apply_round_trips(tmp_path):
     source = "<d>\n" + "\n".join(TRAIN_EN) + "\n"
     target = "<d>\n" + "\n".join(TRAIN_DE) + "\n"
@@ -234,18 +227,6 @@ def test_bpe_learn_then_apply_round_trips(tmp_path):
     applied = prepare(tmp_path, "doc-markers", source, target, "--bpe-codes", codes, name="test")
     assert applied.returncode == 0, applied.stderr
     assert outputs(tmp_path)[:2] == [source_lines, target_lines]
-
-
-@pytest.fixture
-def spm_model(tmp_path):
-    """A tiny sentencepiece model trained on TRAIN_EN and TRAIN_DE, standing in for a pretrained
-    checkpoint's (a corpus this small holds fewer than 60 pieces: the limit is soft)."""
-    corpus = write(tmp_path / "spm-train.txt", "\n".join(TRAIN_EN + TRAIN_DE) + "\n")
-    sentencepiece.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(tmp_path / "spm"), vocab_size=60,
-        hard_vocab_limit=False, minloglevel=2,
-    )
-    return tmp_path / "spm.model"
 
 
 def test_spm_model_writes_the_pieces_fairseq_writes_and_post_process_undoes(tmp_path, spm_model):
