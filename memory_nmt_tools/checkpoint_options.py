@@ -15,13 +15,17 @@ any system's ``--arch``::
         --finetune-from-model mbart50/model.pt ...
 
 A pretraining checkpoint names no translation direction: its languages are all it gives, and the
-document task puts their tokens where ``translation_from_pretrained_bart`` does.
+document task puts their tokens where ``translation_from_pretrained_bart`` does. A checkpoint whose
+task read its languages from a file (``--lang-dict``, as mBART-50's finetuned models did) needs the
+file: ``--lang-dict ML50_langs.txt``; NLLB's data-source tags after its language tokens become
+``--add-data-source-prefix-tags``. ``--only shape`` prints the model's options alone, ``--only
+languages`` the language options alone, which fairseq-generate and fairseq-interactive take too.
 """
 import argparse
 import shlex
 import sys
 from collections.abc import Mapping
-from typing import List
+from typing import List, Optional
 
 SHAPE_VALUES = (  # options whose value shapes the model's parameters or computation
     "encoder_layers", "decoder_layers", "encoder_embed_dim", "decoder_embed_dim",
@@ -50,8 +54,10 @@ def field(config, name: str):
     return getattr(config, name, None)
 
 
-def checkpoint_options(path: str) -> List[str]:
-    """The options that build a model of ``path``'s shape, on data with its language tokens."""
+def checkpoint_options(path: str, only: str = "all", lang_dict: Optional[str] = None) -> List[str]:
+    """The options that build a model of ``path``'s shape, on data with its language tokens
+    (``only``: "shape" or "languages" for one of the two); ``lang_dict``: the file of its languages,
+    for a checkpoint whose task read them from one (``--lang-dict``)."""
     import memory_nmt  # noqa: F401  (makes fairseq's checkpoints readable: memory_nmt/readable_checkpoints.py)
     from fairseq import checkpoint_utils
 
@@ -64,20 +70,31 @@ def checkpoint_options(path: str) -> List[str]:
     if model is None:
         raise CheckpointOptionsError(f"{path}: holds no model config (a fairseq checkpoint from before 0.10?): "
                                      "give the architecture options by hand")
-    options = [item for name in SHAPE_VALUES if field(model, name) is not None
-               for item in (option(name), str(field(model, name)))]
-    options += [option(name) for name in SHAPE_FLAGS if field(model, name)]
-    return options + language_options(task)
+    shape = [item for name in SHAPE_VALUES if field(model, name) is not None
+             for item in (option(name), str(field(model, name)))]
+    shape += [option(name) for name in SHAPE_FLAGS if field(model, name)]
+    languages = language_options(path, task or {}, lang_dict)
+    return {"all": shape + languages, "shape": shape, "languages": languages}[only]
 
 
-def language_options(task) -> List[str]:
+def language_options(path: str, task, lang_dict: Optional[str]) -> List[str]:
     """The document task's language-token options that place the tokens as ``task`` (a config) did."""
-    langs = field(task, "langs") if task is not None else None
-    if not langs:
+    langs = field(task, "langs")
+    if field(task, "lang_dict") and not langs:
+        if lang_dict is None:
+            raise CheckpointOptionsError(
+                f"{path}: its task read its languages from --lang-dict {field(task, 'lang_dict')}: give that file "
+                "(the checkpoint's languages, one a line in its order; mBART-50's ML50_langs.txt) as --lang-dict")
+        options = ["--lang-dict", lang_dict]
+    elif lang_dict is not None:
+        raise CheckpointOptionsError(f"{path}: names its languages itself (--langs), so --lang-dict is not needed")
+    elif langs:
+        options = ["--langs", ",".join(langs) if isinstance(langs, (list, tuple)) else str(langs)]
+    else:
         return []
-    langs = ",".join(langs) if isinstance(langs, (list, tuple)) else str(langs)
-    options = ["--langs", langs]
-    if field(task, "_name") == MULTILINGUAL_TASK:
+    if field(task, "add_data_source_prefix_tags"):
+        options.append("--add-data-source-prefix-tags")
+    if field(task, "_name") == MULTILINGUAL_TASK or field(task, "encoder_langtok") or field(task, "decoder_langtok"):
         options += ["--lang-tok-style", str(field(task, "lang_tok_style") or "multilingual")]
         if field(task, "encoder_langtok"):
             options += ["--encoder-langtok", str(field(task, "encoder_langtok"))]
@@ -89,9 +106,15 @@ def language_options(task) -> List[str]:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", help="a fairseq checkpoint (model.pt, checkpoint_best.pt)")
+    parser.add_argument("--only", choices=("shape", "languages"),
+                        help="print only the model's shape options (for fairseq-train's --arch) or only the "
+                             "language-token options (which fairseq-generate and fairseq-interactive need too)")
+    parser.add_argument("--lang-dict", metavar="FILE",
+                        help="the file of the checkpoint's languages, for a checkpoint whose task read them from one "
+                             "(translation_multi_simple_epoch's --lang-dict: mBART-50's ML50_langs.txt)")
     args = parser.parse_args(argv)
     try:
-        print(shlex.join(checkpoint_options(args.checkpoint)))
+        print(shlex.join(checkpoint_options(args.checkpoint, args.only or "all", args.lang_dict)))
     except CheckpointOptionsError as error:
         sys.exit(f"{parser.prog}: error: {error}")
 

@@ -30,6 +30,8 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from memory_nmt.evaluation import contrastive
 
+from .checkpoint_options import field, language_options
+
 BITS = 1 / math.log(2)
 PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
 
@@ -61,16 +63,20 @@ def without_context_data(data, subset, directory) -> Path:
 def split_cross_entropy(path, data, subset, max_tokens=None, batch_size=None, use_cuda=False,
                         model_overrides=None):
     """(summed nll in nats, target tokens) of the checkpoint at ``path`` on ``subset`` of ``data``,
-    teacher-forced document by document as fairseq-validate scores it."""
+    teacher-forced document by document as fairseq-validate scores it, with the language tokens of
+    the task it was trained in (a pretrained checkpoint's: ``checkpoint_options.py``)."""
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(path), arg_overrides=model_overrides)
+    trained_task = field(state.get("cfg") or {}, "task") or {}
     command = [str(data), "--user-dir", str(PLUGIN), "--task", "document_translation",
-               "--criterion", "document_label_smoothed_cross_entropy", "--valid-subset", subset]
+               "--criterion", "document_label_smoothed_cross_entropy", "--valid-subset", subset,
+               *language_options(str(path), trained_task, field(trained_task, "lang_dict"))]
     command += ["--max-tokens", str(max_tokens)] if max_tokens is not None else []
     command += ["--batch-size", str(batch_size)] if batch_size is not None else []
     command += [] if use_cuda else ["--cpu"]
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_validation_parser(), command))
     utils.import_user_module(cfg.common)
     task = tasks.setup_task(cfg.task)
-    (model,), _ = checkpoint_utils.load_model_ensemble([str(path)], arg_overrides=model_overrides, task=task)
+    (model,), _ = checkpoint_utils.load_model_ensemble([str(path)], task=task, state=state)  # overridden above
     model = model.cuda() if use_cuda else model
     criterion = task.build_criterion(cfg.criterion)
     task.load_dataset(subset)
@@ -112,9 +118,7 @@ def contrastive_context_use(model, task, items, max_tokens=4096, progress=lambda
     without_context = contrastive.score_items(model, task, alone, max_tokens, progress)
     gained, tokens, counted = defaultdict(float), defaultdict(int), defaultdict(int)
     for item, with_scores, without_scores in zip(items, with_context, without_context):
-        length = task.target_dictionary.encode_line(
-            item.candidates[item.correct], add_if_not_exist=False, append_eos=True
-        ).numel()
+        length = contrastive.encoded_target(task, item.candidates[item.correct]).numel()
         for key in ["all"] + ([str(item.distance)] if item.distance is not None else []):
             gained[key] += with_scores[item.correct] - without_scores[item.correct]
             tokens[key] += length

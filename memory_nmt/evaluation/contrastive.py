@@ -33,7 +33,10 @@ system that reads whole chunks (``pipeline/chunks.py``) reads the item as one ch
 context sentences that fit a chunk beside the current sentence, and the current sentence. A
 candidate's score is the sum of the log-probabilities of its tokens and the end of sentence
 (fairseq's convention; no length normalisation, as in ContraPro's evaluation). A sentence-level
-model (a plain ``transformer``) scores the candidates with no context at all.
+model (a plain ``transformer``) scores the candidates with no context at all. Every sentence gets
+a pretrained checkpoint's language tokens where its task put them (``pipeline/language_tokens.py``;
+``encoded_target`` gives a candidate's tokens as scored), and the decoder input starts with the
+target's last token, as fairseq's collater makes it.
 """
 import json
 import math
@@ -291,6 +294,13 @@ def _encode(dictionary, sentence: str) -> torch.Tensor:
     return dictionary.encode_line(sentence, add_if_not_exist=False, append_eos=True).long()
 
 
+def encoded_target(task, sentence: str) -> torch.Tensor:
+    """A target sentence's tokens as the candidates are scored: its end of sentence and language token."""
+    encoded = _encode(task.target_dictionary, sentence)
+    tokens = getattr(task, "language_tokens", None)
+    return tokens.targets([encoded])[0] if tokens is not None else encoded
+
+
 def _collate(task, sources: List[torch.Tensor], targets: List[torch.Tensor]):
     """net_input and target of fairseq's translation batches (same padding sides)."""
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
@@ -298,9 +308,8 @@ def _collate(task, sources: List[torch.Tensor], targets: List[torch.Tensor]):
         sources, src_dict.pad(), src_dict.eos(), left_pad=task.cfg.left_pad_source
     )
     target = data_utils.collate_tokens(targets, tgt_dict.pad(), tgt_dict.eos(), left_pad=task.cfg.left_pad_target)
-    prev_output_tokens = data_utils.collate_tokens(
-        targets, tgt_dict.pad(), tgt_dict.eos(), left_pad=task.cfg.left_pad_target,
-        move_eos_to_beginning=True,
+    prev_output_tokens = data_utils.collate_tokens(  # each target's last token first: </s>, or mBART's [de]
+        targets, tgt_dict.pad(), None, left_pad=task.cfg.left_pad_target, move_eos_to_beginning=True,
     )
     lengths = torch.tensor([s.numel() for s in sources])
     return {"src_tokens": src_tokens, "src_lengths": lengths, "prev_output_tokens": prev_output_tokens}, target
@@ -312,10 +321,13 @@ class _EncodedItem:
     (``context``: how many source and target sentences)."""
 
     def __init__(self, task, item: ContrastiveItem, context: Tuple[int, int]):
-        src, tgt = task.source_dictionary, task.target_dictionary
-        self.context = [(_encode(src, s), _encode(tgt, t)) for s, t in zip(item.context_source, item.context_target)]
-        self.source = _encode(src, item.source)
-        self.candidates = [_encode(tgt, c) for c in item.candidates]
+        src = task.source_dictionary
+        tokens = getattr(task, "language_tokens", None)  # a pretrained checkpoint's, where its task put them
+        sources = tokens.sources if tokens is not None else lambda sentences: sentences
+        self.context = [(source, encoded_target(task, t)) for source, t in
+                        zip(sources([_encode(src, s) for s in item.context_source]), item.context_target)]
+        (self.source,) = sources([_encode(src, item.source)])
+        self.candidates = [encoded_target(task, c) for c in item.candidates]
         self.longest = max(t.numel() for t in [self.source, *self.candidates, *(x for pair in self.context for x in pair)])
         source_context, target_context = context
         self.width = max(

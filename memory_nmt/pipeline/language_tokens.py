@@ -6,13 +6,15 @@ transformers) translates as it was trained only with its language tokens in its 
 in each sentence where that task put them. The document task (``task.py``) takes those tasks'
 options, meaning what they mean there:
 
-- ``--langs`` (the checkpoint's languages, in its order) adds their tokens to both dictionaries,
+- ``--langs`` (the checkpoint's languages, in its order; or ``--lang-dict``, a file of them one a
+  line, as ``translation_multi_simple_epoch`` takes them) adds their tokens to both dictionaries,
   after the data's own symbols, as the checkpoint's task added them: with ``--encoder-langtok``
   or ``--decoder-langtok``, as ``translation_multi_simple_epoch`` does (fairseq's
   ``augment_dictionary``: one token a language in ``--lang-tok-style``, ``__lang__`` or
   ``[lang]``, the latter followed by ``<mask>``); with neither, as
   ``translation_from_pretrained_bart`` does (``[lang]`` a language, then ``<mask>``: the same
-  function in the ``mbart`` style);
+  function in the ``mbart`` style); ``--add-data-source-prefix-tags`` adds NLLB's three data-source
+  tags after them, as the NLLB branch of fairseq does, and puts them in no sentence;
 - the tokens' places, in training and decoding alike:
 
   ========================================  ===================  ========================  ====================
@@ -45,6 +47,9 @@ FROM_PRETRAINED_BART = "translation_from_pretrained_bart"
 MULTI_SIMPLE_EPOCH = "translation_multi_simple_epoch"
 LANG_TOK_STYLES = tuple(style.value for style in LangTokStyle)
 ENCODER_LANGTOKS = ("src", "tgt")
+# NLLB's data-source tags, added after the language tokens by the NLLB branch of fairseq (which
+# fairseq 0.12's augment_dictionary does not know); NLLB-200's dictionaries end with them
+DATA_SOURCE_PREFIX_TAGS = ("<MINED_DATA>", "<MMT_BT_DATA>", "<SMT_BT_DATA>")
 
 
 @dataclass(frozen=True)
@@ -59,12 +64,12 @@ class LanguageTokens:
     def of(cls, cfg, src_dict, tgt_dict) -> Optional["LanguageTokens"]:
         """The document task's language tokens (None without ``--langs``), their symbols added to
         ``src_dict`` and ``tgt_dict`` as the checkpoint's task added them."""
-        langs = [lang.strip() for lang in (cfg.langs or "").split(",") if lang.strip()]
+        langs = languages(cfg)
         multilingual = bool(cfg.encoder_langtok or cfg.decoder_langtok)
         if not langs:
-            if multilingual:
-                raise OptionError("--encoder-langtok and --decoder-langtok need --langs: give the checkpoint's "
-                                  "languages, in its order")
+            if multilingual or cfg.add_data_source_prefix_tags:
+                raise OptionError("--encoder-langtok, --decoder-langtok and --add-data-source-prefix-tags need "
+                                  "--langs or --lang-dict: give the checkpoint's languages, in its order")
             return None
         for option, lang in (("--source-lang", cfg.source_lang), ("--target-lang", cfg.target_lang)):
             if lang not in langs:
@@ -73,6 +78,9 @@ class LanguageTokens:
         style = cfg.lang_tok_style if multilingual else LangTokStyle.mbart.value  # [lang] each, then <mask>
         for dictionary in (src_dict, tgt_dict) if src_dict is not tgt_dict else (src_dict,):
             augment_dictionary(dictionary, langs, style)
+            if cfg.add_data_source_prefix_tags:
+                for tag in DATA_SOURCE_PREFIX_TAGS:
+                    dictionary.add_symbol(tag)
         if not multilingual:
             return cls(FROM_PRETRAINED_BART, src_dict.index(get_lang_tok(cfg.source_lang, LangTokStyle.mbart.value)),
                        tgt_dict.index(get_lang_tok(cfg.target_lang, LangTokStyle.mbart.value)))
@@ -108,11 +116,18 @@ class LanguageTokens:
         return AppendTokenDataset(dataset, token) if self.appended else PrependTokenDataset(dataset, token)
 
     def sources(self, src_tokens: List[torch.Tensor]) -> List[torch.Tensor]:
-        """fairseq-interactive's source lines with their token."""
-        if self.source is None:
-            return src_tokens
-        token = [torch.tensor([self.source], dtype=torch.long)]
-        return [torch.cat([tokens, *token] if self.appended else [*token, tokens]) for tokens in src_tokens]
+        """Encoded source sentences (fairseq-interactive's lines, contrastive items) with their token."""
+        return self.with_token(src_tokens, self.source)
+
+    def targets(self, tgt_tokens: List[torch.Tensor]) -> List[torch.Tensor]:
+        """Encoded target sentences (contrastive candidates) with their token."""
+        return self.with_token(tgt_tokens, self.target)
+
+    def with_token(self, sentences: List[torch.Tensor], token: Optional[int]) -> List[torch.Tensor]:
+        if token is None:
+            return sentences
+        tensor = torch.tensor([token], dtype=torch.long)
+        return [torch.cat([tokens, tensor] if self.appended else [tensor, tokens]) for tokens in sentences]
 
     def generator_options(self, keep_inference_langtok: bool) -> dict:
         """The generator's: mBART's decoding starts from and stops at the target's token; the
@@ -129,6 +144,20 @@ class LanguageTokens:
         if self.appended or self.target is None:
             return None
         return torch.full((rows, 1), self.target, dtype=torch.long, device=device)
+
+
+def languages(cfg) -> List[str]:
+    """The checkpoint's languages, in its order: ``--langs``, or the lines of ``--lang-dict``."""
+    if cfg.langs and cfg.lang_dict:
+        raise OptionError("--langs and --lang-dict both name the checkpoint's languages: give one of them")
+    if not cfg.lang_dict:
+        return [lang.strip() for lang in (cfg.langs or "").split(",") if lang.strip()]
+    try:
+        with open(cfg.lang_dict, encoding="utf-8") as lines:
+            return [lang.strip() for lang in lines if lang.strip()]
+    except OSError as error:
+        raise OptionError(f"--lang-dict {cfg.lang_dict}: cannot read it ({error.strerror}); give the file of the "
+                          "checkpoint's languages, one a line in its order (mBART-50's ML50_langs.txt)") from None
 
 
 def grown(sizes, token: Optional[int]):

@@ -265,6 +265,11 @@ class DocumentTranslationConfig(TranslationConfig):
             "translation_from_pretrained_bart (mBART: the source ends with [src], the target with [tgt])"
         },
     )
+    lang_dict: Optional[str] = field(
+        default=None,
+        metadata={"help": "instead of --langs: a file of the checkpoint's languages, one a line in its order, as "
+                          "translation_multi_simple_epoch's option (mBART-50's ML50_langs.txt)"},
+    )
     lang_tok_style: ChoiceEnum(LANG_TOK_STYLES) = field(
         default="multilingual",
         metadata={"help": "with --encoder-langtok / --decoder-langtok: the language tokens' form, __lang__ "
@@ -283,6 +288,13 @@ class DocumentTranslationConfig(TranslationConfig):
     keep_inference_langtok: bool = field(
         default=False,
         metadata={"help": "with --decoder-langtok: keep the forced language token in the output"},
+    )
+    add_data_source_prefix_tags: bool = field(
+        default=False,
+        metadata={"help": "with --langs: add NLLB's data-source tags (<MINED_DATA>, <MMT_BT_DATA>, <SMT_BT_DATA>) "
+                          "to both dictionaries after the language tokens, as the NLLB branch of fairseq's "
+                          "option of that name does (NLLB-200's checkpoints hold their embeddings); no sentence "
+                          "gets one"},
     )
     distributed_world_size: int = II("distributed_training.distributed_world_size")
     ddp_backend: str = II("distributed_training.ddp_backend")

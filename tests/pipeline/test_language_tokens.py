@@ -92,10 +92,10 @@ def own_translations(pretrained, data_bin):
         return own
 
 
-def document_system(data_bin, path, *options):
+def document_system(data_bin, path, *options, lang_dict=None):
     """(task, model): a document system with ``path``'s shape and languages, started from its weights
     as --finetune-from-model starts it."""
-    task, model, _, cfg = build(data_bin, *checkpoint_options(path), *options)
+    task, model, _, cfg = build(data_bin, *checkpoint_options(path, lang_dict=lang_dict), *options)
     model.load_state_dict(checkpoint_utils.load_checkpoint_to_cpu(path)["model"], model_cfg=cfg.model)
     task.trains_its_model = False
     return task, model.eval()
@@ -128,9 +128,7 @@ def test_each_system_starts_translating_as_the_checkpoint(data_bin, pretrained, 
 
 
 def language_options(path):
-    """The language-token options of ``path``, which ``checkpoint_options`` gives last."""
-    options = checkpoint_options(path)
-    return options[options.index("--langs"):]
+    return checkpoint_options(path, "languages")
 
 
 @pytest.mark.parametrize("layout, wrong", [
@@ -147,7 +145,7 @@ def test_a_language_token_in_the_wrong_place_translates_otherwise(data_bin, pret
 
 def test_a_checkpoint_with_language_tokens_is_refused_without_its_langs(data_bin, pretrained):
     path = pretrained["multilingual"]
-    shape = checkpoint_options(path)[:-len(language_options(path))]
+    shape = checkpoint_options(path, "shape")
     task, model, _, cfg = build(data_bin, *shape, *SYSTEMS["memory"][0])
     with pytest.raises(CheckpointMismatchError, match=r"encoder\.embed_tokens\.weight has shape .* give its --langs"):
         model.load_state_dict(checkpoint_utils.load_checkpoint_to_cpu(path)["model"], model_cfg=cfg.model)
@@ -162,8 +160,62 @@ def test_checkpoint_options_name_the_checkpoints_shape_and_languages(pretrained)
         assert flag in printed
     assert printed[printed.index("--activation-fn") + 1] == "gelu" and printed[-2:] == ["--langs", "en,de"]
     multilingual = checkpoint_options(pretrained["multilingual"])
-    assert multilingual[multilingual.index("--langs"):] == [
+    assert checkpoint_options(pretrained["multilingual"], "languages") == multilingual[multilingual.index("--langs"):] == [
         "--langs", "en,de", "--lang-tok-style", "multilingual", "--encoder-langtok", "src", "--decoder-langtok"]
+    assert checkpoint_options(pretrained["multilingual"], "shape") == multilingual[:multilingual.index("--langs")]
+
+
+def saved_as(path, destination, **task_fields):
+    """``path``'s checkpoint with ``task_fields`` in its task's config; with NLLB's data-source tags
+    (``add_data_source_prefix_tags``), three more embedding rows for them after the language tokens."""
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    vars(state["cfg"]["task"]).update(task_fields)  # the multilingual task's config: an argparse Namespace
+    tags = None  # the same rows in every shared embedding matrix
+    for name, weight in state["model"].items() if task_fields.get("add_data_source_prefix_tags") else ():
+        if name.endswith("embed_tokens.weight") or name.endswith("output_projection.weight"):
+            tags = torch.randn(3, weight.size(1)) if tags is None else tags
+            state["model"][name] = torch.cat([weight, tags])
+    torch.save(state, destination)
+    return str(destination)
+
+
+def test_nllbs_data_source_tags_follow_the_language_tokens(data_bin, pretrained, tmp_path):
+    """NLLB-200's dictionary ends with the NLLB branch's data-source tags after its language tokens:
+    --add-data-source-prefix-tags adds them there, checkpoint_options reads it from the checkpoint, and
+    the checkpoint loads; no sentence gets a tag."""
+    path = saved_as(pretrained["multilingual"], tmp_path / "nllb.pt", add_data_source_prefix_tags=True)
+    languages = checkpoint_options(path, "languages")
+    assert "--add-data-source-prefix-tags" in languages
+    task, model = document_system(data_bin, path, *SYSTEMS["memory"][0])
+    dictionary = task.source_dictionary
+    assert [dictionary[i] for i in range(len(dictionary) - 5, len(dictionary))] == [
+        "__en__", "__de__", "<MINED_DATA>", "<MMT_BT_DATA>", "<SMT_BT_DATA>"]
+    tags = set(range(len(dictionary) - 3, len(dictionary)))
+    for sample in batches(task, "test"):
+        assert not tags & set(sample["net_input"]["src_tokens"].unique().tolist())
+        assert not tags & set(sample["target"].unique().tolist())
+    shape = checkpoint_options(path, "shape")
+    without_tags, *_ = build(data_bin, *shape, *checkpoint_options(pretrained["multilingual"], "languages"),
+                             *SYSTEMS["memory"][0])
+    assert len(without_tags.source_dictionary) == len(dictionary) - 3
+
+
+
+def test_a_checkpoint_whose_languages_came_from_a_file_takes_the_file(data_bin, pretrained, tmp_path):
+    """mBART-50's finetuned models read their languages from --lang-dict: checkpoint_options asks for
+    the file, and the document task reads the languages from it as translation_multi_simple_epoch does."""
+    path = saved_as(pretrained["multilingual"], tmp_path / "from_a_file.pt", langs=None, lang_dict="/gone/langs.txt")
+    command = [sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), path, "--only", "languages"]
+    asked = subprocess.run(command, capture_output=True, text=True)
+    assert asked.returncode != 0 and "--lang-dict /gone/langs.txt: give that file" in asked.stderr
+    lang_dict = tmp_path / "langs.txt"
+    lang_dict.write_text("en\nde\n", encoding="utf-8")
+    given = subprocess.run([*command, "--lang-dict", str(lang_dict)], capture_output=True, text=True)
+    assert given.returncode == 0, given.stderr[-2000:]
+    languages = given.stdout.split()
+    assert languages[:2] == ["--lang-dict", str(lang_dict)] and "--encoder-langtok" in languages
+    task, _ = document_system(data_bin, path, *SYSTEMS["memory"][0], lang_dict=str(lang_dict))
+    assert task.language_tokens == document_system(data_bin, pretrained["multilingual"], *SYSTEMS["memory"][0])[0].language_tokens
 
 
 @pytest.mark.parametrize("layout", ["mbart", "multilingual"])
@@ -178,3 +230,41 @@ def test_a_targets_decoder_input_starts_from_its_last_token_as_fairseqs_collater
         decoder_input = sample["net_input"]["prev_output_tokens"]
         assert bool(decoder_input[:, 0].eq(start).all())
         assert torch.equal(teacher_forcing_input(sample["target"], task.target_dictionary), decoder_input)
+
+
+@pytest.mark.parametrize("layout", ["mbart", "multilingual"])
+def test_contrastive_candidates_score_as_the_checkpoint_scores_them(data_bin, pretrained, layout):
+    """A contrastive item's sentences get the language tokens where the checkpoint's task puts them, so
+    the sentence system built from the checkpoint scores a candidate as the checkpoint scores that
+    sentence pair under its own task (the sum of its tokens' log-probabilities, teacher-forced, the
+    decoder input starting from mBART's [de]); without the tokens the scores differ."""
+    from fairseq.tasks.translation_from_pretrained_bart import TranslationFromPretrainedBARTTask
+
+    from memory_nmt.evaluation.contrastive import ContrastiveItem, score_items
+
+    path = pretrained[layout]
+    with pytest.MonkeyPatch.context() as patch:  # as WITH_BART_TASK_FIXED
+        patch.setattr(TranslationFromPretrainedBARTTask, "args", property(lambda self: self.cfg), raising=False)
+        (own_model,), _, own_task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": str(data_bin)})
+        own_task.load_dataset("test")
+    dataset = own_task.dataset("test")
+    dataset = dataset.datasets[0] if layout == "multilingual" else dataset
+    sample = dataset.collater([dataset[i] for i in range(6)])
+    with torch.no_grad():
+        log_probs = own_model.eval().get_normalized_probs(own_model(**sample["net_input"]), log_probs=True)
+    target = sample["target"]
+    own_scores = log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(
+        target.eq(own_task.target_dictionary.pad()), 0).sum(-1)
+
+    task, model = document_system(data_bin, path, *SYSTEMS["sentence"][0])
+    language_tokens = {task.language_tokens.source, task.language_tokens.target} - {None}
+    sources = [task.source_dictionary.string(dataset[i]["source"], extra_symbols_to_ignore=language_tokens)
+               for i in sample["id"].tolist()]
+    targets = [task.target_dictionary.string(dataset[i]["target"], extra_symbols_to_ignore=language_tokens)
+               for i in sample["id"].tolist()]
+    items = [ContrastiveItem([], [], source, [reference, targets[i - 1]], 0, f"test:{i}")
+             for i, (source, reference) in enumerate(zip(sources, targets))]
+    scores = [candidates[0] for candidates in score_items(model, task, items)]
+    assert scores == pytest.approx(own_scores.tolist(), abs=1e-4)
+    task.language_tokens = None
+    assert [candidates[0] for candidates in score_items(model, task, items)] != pytest.approx(own_scores.tolist(), abs=1e-4)
