@@ -6,6 +6,7 @@ built on either, with the options ``memory-nmt-checkpoint-options`` reads from i
 checkpoint does under its own task before any update (the same hypotheses and scores) wherever
 the system computes what the sentence model computes; with a language token in the wrong place
 it translates otherwise; without the checkpoint's languages it is refused, naming ``--langs``."""
+import re
 import subprocess
 import sys
 
@@ -268,3 +269,26 @@ def test_contrastive_candidates_score_as_the_checkpoint_scores_them(data_bin, pr
     assert scores == pytest.approx(own_scores.tolist(), abs=1e-4)
     task.language_tokens = None
     assert [candidates[0] for candidates in score_items(model, task, items)] != pytest.approx(own_scores.tolist(), abs=1e-4)
+
+
+@pytest.mark.parametrize("system", [name for name in SYSTEMS if name != "sentence"])
+def test_fairseq_train_finetunes_each_system_from_the_mbart_checkpoint(data_bin, pretrained, system, tmp_path):
+    """fairseq-train --finetune-from-model from the mBART-shaped checkpoint (the multilingual layout runs
+    through the from_pretrained recipe's test): every one of its tensors is loaded into the system,
+    only the system's own parameters are new, and an update is taken with the language tokens in place."""
+    path = pretrained["mbart"]
+    trained = run([fairseq_command("fairseq-train"), str(data_bin), "--user-dir", str(PLUGIN), "--task",
+                   "document_translation", *SYSTEMS[system][0], *checkpoint_options(path), "--finetune-from-model", path,
+                   "--criterion", "document_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "1e-4",
+                   "--max-update", "1", "--max-tokens", "400", "--cpu", "--dropout", "0.0", "--no-save",
+                   "--save-dir", str(tmp_path), "--log-format", "simple", "-s", "en", "-t", "de"])
+    log = trained.stdout + trained.stderr
+    loaded = re.search(r"parameters loaded from the checkpoint: (\d+) tensors", log)
+    new = re.search(r"new parameters \(not in the checkpoint\), freshly initialised: \d+ tensors: (.*)", log)
+    weights = [name for name in checkpoint_utils.load_checkpoint_to_cpu(path)["model"] if not name.endswith(".version")]
+    if loaded is None:  # a system without parameters of its own: fairseq's strict load_state_dict took them all
+        assert system == "concat" and f"loading pretrained model from {path}" in log, log[-3000:]
+    else:
+        assert int(loaded[1]) == len(weights), log[-3000:]
+    assert new is None or not re.search(r"embed_tokens|layers\.\d+(,|$)", new[1]), new[1]  # the system's own only
+    assert re.search(r"\| train \| epoch 001 \|.*\| num_updates 1 \|", log), log[-2000:]
