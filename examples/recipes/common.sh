@@ -1,11 +1,15 @@
 # shellcheck shell=bash
-# Steps shared by the recipes (ted.sh, news.sh, europarl.sh, cpu_preset.sh): source this file,
-# set the variables below (or leave their defaults), then call the steps in order:
+# Steps shared by the recipes (ted.sh, news.sh, europarl.sh, cpu_preset.sh, from_pretrained.sh):
+# source this file, set the variables below (or leave their defaults), then call the steps in order:
 #
-#   prepare SPLIT FORMAT SOURCE TARGET   Moses + joint BPE (learned on train) + docids, and a raw
-#                                        copy of the split whose target side is the reference
-#   binarize                             fairseq-preprocess --joined-dictionary, docids beside it
-#   train_sentence                       the sentence-level transformer (fairseq translation task)
+#   prepare SPLIT FORMAT SOURCE TARGET   Moses + joint BPE (learned on train) + docids, or with
+#                                        SPM_MODEL the pretrained checkpoint's sentencepiece pieces
+#                                        + docids, and a raw copy of the split whose target side is
+#                                        the reference
+#   binarize                             fairseq-preprocess --joined-dictionary, or with DICT the
+#                                        pretrained checkpoint's dictionary; docids beside it
+#   train_sentence                       the sentence-level transformer (SENTENCE_TASK; finetuned
+#                                        from PRETRAINED when it is set)
 #   finetune_memory                      the recurrent-memory model, finetuned from the sentence one
 #   finetune_concat                      the concatenation model (2-to-1 by default), finetuned from
 #                                        the sentence one for the memory model's budget
@@ -56,6 +60,12 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${MAX_TOKENS:=4096}"                 # tokens per batch (the memory model's update: MEMORY_MAX_TOKENS)
 : "${UPDATE_FREQ:=1}"                   # gradient accumulation, as fairseq's --update-freq
 : "${MODEL_ARGS:=}"                     # model size options given to both models, e.g. --encoder-layers 3
+: "${EMBEDDING_ARGS:=--share-all-embeddings}"   # every model's embedding sharing (from_pretrained.sh: the checkpoint's)
+: "${PRETRAINED:=}"                     # a pretrained checkpoint the sentence model is finetuned from (from_pretrained.sh)
+: "${SPM_MODEL:=}"                      # its sentencepiece model: prepare segments raw text with it, not Moses + BPE
+: "${DICT:=}"                           # its dictionary: binarize with it, not a dictionary of the data's own
+: "${SENTENCE_TASK:=translation}"       # the sentence model's task: translation, or document_translation (which
+                                        # places a pretrained checkpoint's language tokens, from_pretrained.sh)
 : "${POSITIONS:=sinusoidal}"            # every model's token positions: sinusoidal (fairseq's) or learned
 : "${SENTENCE_ARCH:=transformer}"
 : "${SENTENCE_LR:=5e-4}" "${SENTENCE_WARMUP:=4000}" "${SENTENCE_DROPOUT:=0.3}"
@@ -109,6 +119,20 @@ case $POSITIONS in
     learned) POSITION_ARGS=(--encoder-learned-pos --decoder-learned-pos) ;;
     *) fail "POSITIONS=$POSITIONS: give sinusoidal or learned" ;;
 esac
+case $SENTENCE_TASK in
+    translation)
+        SENTENCE_TASK_ARGS=(--task translation --required-batch-size-multiple 1)
+        SENTENCE_CRITERION=label_smoothed_cross_entropy ;;
+    document_translation)
+        SENTENCE_TASK_ARGS=(--task document_translation)
+        SENTENCE_CRITERION=document_label_smoothed_cross_entropy ;;
+    *) fail "SENTENCE_TASK=$SENTENCE_TASK: give translation or document_translation" ;;
+esac
+if [[ -n $SPM_MODEL ]]; then  # how fairseq-generate's D- lines and the comparison undo the data's segmentation
+    DETOKENIZE_ARGS=(--post-process sentencepiece)
+else
+    DETOKENIZE_ARGS=(--post-process subword_nmt --tokenizer moses)
+fi
 for ablation in $ABLATIONS; do
     [[ $ablation =~ ^(both|encoder|decoder):-?[0-9]+(,-?[0-9]+)*$ ]] \
         || fail "ABLATIONS: '$ablation': give SIDES:LAYERS with SIDES both, encoder or decoder and" \
@@ -142,16 +166,18 @@ prepare() {
     local prep=$WORK_DIR/prep codes=$WORK_DIR/prep/bpe.codes
     already_done "$prep/$split.done" "prepare $split" && return 0
     [[ -f $source && -f $target ]] || fail "prepare $split: $source or $target does not exist"
-    local bpe=(--bpe-codes "$codes")
-    if [[ $split == train ]]; then
-        bpe=(--learn-bpe "$BPE_MERGES" --bpe-codes "$codes")
+    local segmentation=(--moses --bpe-codes "$codes")
+    if [[ -n $SPM_MODEL ]]; then
+        segmentation=(--spm-model "$SPM_MODEL")
+    elif [[ $split == train ]]; then
+        segmentation=(--moses --learn-bpe "$BPE_MERGES" --bpe-codes "$codes")
     elif [[ ! -f $codes ]]; then
         fail "prepare $split: no BPE codes $codes; prepare the train split first (it learns them)"
     fi
     local common=(--format "$format" --source "$source" --target "$target"
                   --source-lang "$SRC" --target-lang "$TGT" --doc-prefix "$split")
     run "$PYTHON" "$ROOT/scripts/prepare_documents.py" "${common[@]}" \
-        --output-prefix "$prep/$split" --moses "${bpe[@]}"
+        --output-prefix "$prep/$split" "${segmentation[@]}"
     run "$PYTHON" "$ROOT/scripts/prepare_documents.py" "${common[@]}" \
         --output-prefix "$WORK_DIR/raw/$split"
     cmp -s "$prep/$split.docids" "$WORK_DIR/raw/$split.docids" \
@@ -162,9 +188,10 @@ prepare() {
 binarize() {
     already_done "$DATA_BIN/.done" "binarize" && return 0
     rm -rf "$DATA_BIN"  # fairseq-preprocess refuses to overwrite a dictionary
-    local prep=$WORK_DIR/prep
+    local prep=$WORK_DIR/prep dictionary=(--joined-dictionary)
+    [[ -n $DICT ]] && dictionary=(--srcdict "$DICT" --tgtdict "$DICT")
     run "$PYTHON" -m fairseq_cli.preprocess --source-lang "$SRC" --target-lang "$TGT" \
-        --joined-dictionary --trainpref "$prep/train" --validpref "$prep/valid" \
+        "${dictionary[@]}" --trainpref "$prep/train" --validpref "$prep/valid" \
         --testpref "$prep/test" --destdir "$DATA_BIN" --workers "$WORKERS"
     local split
     for split in train valid test; do
@@ -178,13 +205,14 @@ binarize() {
 train() {
     local name=$1
     shift
-    local save_dir=$WORK_DIR/checkpoints/$name model_opts train_opts
+    local save_dir=$WORK_DIR/checkpoints/$name model_opts train_opts embedding_opts
     already_done "$save_dir/.done" "train $name" && return 0
     mkdir -p "$save_dir"
     split_words model_opts "$MODEL_ARGS"
     split_words train_opts "$TRAIN_ARGS"
+    split_words embedding_opts "$EMBEDDING_ARGS"
     run "$PYTHON" -m fairseq_cli.train "$DATA_BIN" --user-dir "$PLUGIN" \
-        --share-all-embeddings "${POSITION_ARGS[@]}" "${model_opts[@]}" \
+        "${embedding_opts[@]}" "${POSITION_ARGS[@]}" "${model_opts[@]}" \
         --optimizer adam --adam-betas "(0.9, 0.98)" --label-smoothing 0.1 \
         --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --patience "$PATIENCE" \
         --seed "$SEED" --save-dir "$save_dir" --no-epoch-checkpoints \
@@ -193,12 +221,15 @@ train() {
 }
 
 train_sentence() {
-    local extra
+    local extra pretrained=()
     split_words extra "$SENTENCE_ARGS"
-    train sentence --task translation --arch "$SENTENCE_ARCH" \
-        --required-batch-size-multiple 1 --criterion label_smoothed_cross_entropy \
+    if [[ -n $PRETRAINED ]]; then
+        [[ -f $PRETRAINED ]] || fail "train sentence: PRETRAINED=$PRETRAINED does not exist"
+        pretrained=(--finetune-from-model "$PRETRAINED")
+    fi
+    train sentence "${SENTENCE_TASK_ARGS[@]}" --arch "$SENTENCE_ARCH" --criterion "$SENTENCE_CRITERION" \
         --lr "$SENTENCE_LR" --lr-scheduler inverse_sqrt --warmup-updates "$SENTENCE_WARMUP" \
-        --warmup-init-lr 1e-7 --dropout "$SENTENCE_DROPOUT" "${extra[@]}"
+        --warmup-init-lr 1e-7 --dropout "$SENTENCE_DROPOUT" "${pretrained[@]}" "${extra[@]}"
 }
 
 finetune_memory() {
@@ -301,8 +332,7 @@ continue_sentence() {
     local budget extra
     split_words budget "$(equal_budget_options)"
     split_words extra "$CONTROL_ARGS"
-    train sentence_continued --task translation --arch "$SENTENCE_ARCH" \
-        --required-batch-size-multiple 1 --criterion label_smoothed_cross_entropy \
+    train sentence_continued "${SENTENCE_TASK_ARGS[@]}" --arch "$SENTENCE_ARCH" --criterion "$SENTENCE_CRITERION" \
         "${budget[@]}" "${extra[@]}"
 }
 
@@ -311,7 +341,7 @@ generate() {
     local name=$1 output=$WORK_DIR/generate-$1.txt task extra max_tokens=$GENERATE_MAX_TOKENS
     already_done "$output" "generate $name" && return 0
     case $name in
-        sentence | sentence_continued) task=(--task translation --required-batch-size-multiple 1) ;;
+        sentence | sentence_continued) task=("${SENTENCE_TASK_ARGS[@]}") ;;
         local_global)
             task=(--task document_translation)
             ((LOCAL_GLOBAL_MAX_TOKENS > max_tokens)) && max_tokens=$LOCAL_GLOBAL_MAX_TOKENS ;;
@@ -322,19 +352,20 @@ generate() {
     run "$PYTHON" -m fairseq_cli.generate "$DATA_BIN" --user-dir "$PLUGIN" "${task[@]}" \
         --source-lang "$SRC" --target-lang "$TGT" \
         --path "$WORK_DIR/checkpoints/$name/checkpoint_best.pt" --gen-subset test --beam 5 \
-        --max-tokens "$max_tokens" --post-process subword_nmt --tokenizer moses \
-        "${extra[@]}" > "$output.partial"
+        --max-tokens "$max_tokens" "${DETOKENIZE_ARGS[@]}" "${extra[@]}" > "$output.partial"
     mv "$output.partial" "$output"
 }
 
 # s-BLEU / d-BLEU of WORK_DIR/generate-NAME.txt against the raw (untokenized) test reference,
-# and the paper's tokenized BLEU against the prepared (tokenized, BPE) reference.
+# and the paper's tokenized BLEU against the prepared (tokenized, BPE) reference; not with SPM_MODEL,
+# whose prepared text is the raw text in pieces.
 score() {
     local name=$1 output=$WORK_DIR/score-$1.json
     already_done "$output" "score $name" && return 0
     local bleu=("$PYTHON" "$ROOT/scripts/document_bleu.py" --generate-output
                 "$WORK_DIR/generate-$name.txt" --docids "$DATA_BIN/test.$SRC-$TGT.docids"
-                --reference "$WORK_DIR/raw/test.$TGT" --tokenized-reference "$WORK_DIR/prep/test.$TGT")
+                --reference "$WORK_DIR/raw/test.$TGT")
+    [[ -z $SPM_MODEL ]] && bleu+=(--tokenized-reference "$WORK_DIR/prep/test.$TGT")
     run "${bleu[@]}"
     run "${bleu[@]}" --json > "$output.partial"
     mv "$output.partial" "$output"
@@ -355,8 +386,9 @@ for name, s in scores.items():
     tokenized = f"{t['s_bleu']:.2f} | {t['d_bleu']:.2f}" if t else "- | -"
     print(f"| {name} | {s['s_bleu']:.2f} | {s['d_bleu']:.2f} | {tokenized} |")
 print(f"\nsacrebleu signature: {first['signature']}")
-signature = next((s["tokenized"]["signature"] for s in scores.values() if "tokenized" in s), "none scored")
-print(f"tokenized: Moses-tokenized text, BPE removed, as the paper reports BLEU; not comparable with sacreBLEU's ({signature})")
+signature = next((s["tokenized"]["signature"] for s in scores.values() if "tokenized" in s), None)
+if signature:  # none with SPM_MODEL: its prepared text is not tokenized
+    print(f"tokenized: Moses-tokenized text, BPE removed, as the paper reports BLEU; not comparable with sacreBLEU's ({signature})")
 PY
 }
 
@@ -403,10 +435,15 @@ compare() {
         systems+=(--system "$name=$WORK_DIR/checkpoints/$name/checkpoint_best.pt")
     done
     if [[ -n $COMPARE_CONTRASTIVE ]]; then
-        split_words contrastive "--contrastive $COMPARE_CONTRASTIVE --moses --bpe-codes $WORK_DIR/prep/bpe.codes"
+        split_words contrastive "--contrastive $COMPARE_CONTRASTIVE"
+        if [[ -n $SPM_MODEL ]]; then
+            contrastive+=(--spm-model "$SPM_MODEL")
+        else
+            contrastive+=(--moses --bpe-codes "$WORK_DIR/prep/bpe.codes")
+        fi
     fi
     if [[ " $GENERATE_ARGS " == *" --cpu "* ]]; then cpu=(--cpu); fi
-    generate_opts="--source-lang $SRC --target-lang $TGT --post-process subword_nmt --tokenizer moses $GENERATE_ARGS"
+    generate_opts="--source-lang $SRC --target-lang $TGT ${DETOKENIZE_ARGS[*]} $GENERATE_ARGS"
     run "$PYTHON" "$ROOT/scripts/compare_systems.py" --data "$DATA_BIN" "${systems[@]}" \
         --beam 5 --generate-args "$generate_opts" \
         --reference "$WORK_DIR/raw/test.$TGT" --lengths "$COMPARE_LENGTHS" "${contrastive[@]}" "${cpu[@]}" \
