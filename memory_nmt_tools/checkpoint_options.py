@@ -73,8 +73,10 @@ def checkpoint_options(path: str, only: str = "all", lang_dict: Optional[str] = 
     shape = [item for name in SHAPE_VALUES if field(model, name) is not None
              for item in (option(name), str(field(model, name)))]
     shape += [option(name) for name in SHAPE_FLAGS if field(model, name)]
+    if only == "shape":
+        return shape
     languages = language_options(path, task or {}, lang_dict)
-    return {"all": shape + languages, "shape": shape, "languages": languages}[only]
+    return languages if only == "languages" else shape + languages
 
 
 def language_options(path: str, task, lang_dict: Optional[str]) -> List[str]:

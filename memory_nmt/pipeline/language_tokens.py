@@ -152,12 +152,15 @@ def languages(cfg) -> List[str]:
         raise OptionError("--langs and --lang-dict both name the checkpoint's languages: give one of them")
     if not cfg.lang_dict:
         return [lang.strip() for lang in (cfg.langs or "").split(",") if lang.strip()]
+    fix = "give the file of the checkpoint's languages, one a line in its order (mBART-50's ML50_langs.txt)"
     try:
         with open(cfg.lang_dict, encoding="utf-8") as lines:
-            return [lang.strip() for lang in lines if lang.strip()]
+            langs = [lang.strip() for lang in lines if lang.strip()]
     except OSError as error:
-        raise OptionError(f"--lang-dict {cfg.lang_dict}: cannot read it ({error.strerror}); give the file of the "
-                          "checkpoint's languages, one a line in its order (mBART-50's ML50_langs.txt)") from None
+        raise OptionError(f"--lang-dict {cfg.lang_dict}: cannot read it ({error.strerror}); {fix}") from None
+    if not langs:
+        raise OptionError(f"--lang-dict {cfg.lang_dict}: names no language; {fix}")
+    return langs
 
 
 def grown(sizes, token: Optional[int]):

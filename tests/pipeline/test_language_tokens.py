@@ -16,6 +16,7 @@ from fairseq import checkpoint_utils, options as fairseq_options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from conftest import PLUGIN, REPO, batches, build, fairseq_command, run
+from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
 from memory_nmt_tools.checkpoint_options import checkpoint_options
 
@@ -216,6 +217,12 @@ def test_a_checkpoint_whose_languages_came_from_a_file_takes_the_file(data_bin, 
     languages = given.stdout.split()
     assert languages[:2] == ["--lang-dict", str(lang_dict)] and "--encoder-langtok" in languages
     task, _ = document_system(data_bin, path, *SYSTEMS["memory"][0], lang_dict=str(lang_dict))
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n", encoding="utf-8")
+    for unusable, says in ((tmp_path / "gone.txt", "cannot read it"), (empty, "names no language")):
+        with pytest.raises(OptionError, match=f"--lang-dict {unusable}: {says}"):
+            build(data_bin, *checkpoint_options(path, "shape"), *SYSTEMS["memory"][0], "--lang-dict", str(unusable),
+                  *languages[2:])
     assert task.language_tokens == document_system(data_bin, pretrained["multilingual"], *SYSTEMS["memory"][0])[0].language_tokens
 
 
