@@ -221,17 +221,23 @@ def test_preset_split_is_deterministic(preset_split, tmp_path):
         assert path.read_bytes() == (other / "split" / path.name).read_bytes(), path.name
 
 
+def news_documents(directory, file_name, valid="valid"):
+    """The first documents of News Commentary's dev split in ``directory`` (created): 4 to train on, 2
+    to validate (split ``valid``) and 2 to test, in files named ``file_name(split, lang)``."""
+    directory.mkdir()
+    for lang in ("en", "de"):
+        dev = SELECTIVE_ATTN / "NC-2016" / f"concatenated_en2de_dev_{lang}.txt"
+        for split, count in (("train", 4), (valid, 2), ("test", 2)):
+            first_documents(dev, count, directory / file_name(split, lang))
+
+
 @pytest.fixture(scope="module")
 def news_run(tmp_path_factory):
     """news.sh end to end (prepare .. compare) on a few real documents with a tiny model and
     learned positions: (work dir, the recipe's environment)."""
     tmp_path = tmp_path_factory.mktemp("news")
     raw = tmp_path / "raw"
-    raw.mkdir()
-    for lang in ("en", "de"):
-        dev = SELECTIVE_ATTN / "NC-2016" / f"concatenated_en2de_dev_{lang}.txt"
-        for split, count in (("train", 4), ("dev", 2), ("test", 2)):
-            first_documents(dev, count, raw / f"concatenated_en2de_{split}_{lang}.txt")
+    news_documents(raw, lambda split, lang: f"concatenated_en2de_{split}_{lang}.txt", valid="dev")
     tiny = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
             "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
             "--decoder-attention-heads 2")
@@ -347,11 +353,7 @@ def from_pretrained_run(tmp_path_factory):
 
     tmp_path = tmp_path_factory.mktemp("from_pretrained")
     documents = tmp_path / "documents"
-    documents.mkdir()
-    for lang in ("en", "de"):
-        dev = SELECTIVE_ATTN / "NC-2016" / f"concatenated_en2de_dev_{lang}.txt"
-        for split, count in (("train", 4), ("valid", 2), ("test", 2)):
-            first_documents(dev, count, documents / f"{split}.{lang}")
+    news_documents(documents, lambda split, lang: f"{split}.{lang}")
     text = [line for lang in ("en", "de") for line in text_lines(documents / f"train.{lang}") if line != "<d>"]
     (tmp_path / "spm-train.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
     sentencepiece.SentencePieceTrainer.train(input=str(tmp_path / "spm-train.txt"), model_prefix=str(tmp_path / "spm"),
