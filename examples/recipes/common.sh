@@ -60,7 +60,8 @@ ROOT=$(cd "$RECIPES_DIR/../.." && pwd)
 : "${MAX_TOKENS:=4096}"                 # tokens per batch (the memory model's update: MEMORY_MAX_TOKENS)
 : "${UPDATE_FREQ:=1}"                   # gradient accumulation, as fairseq's --update-freq
 : "${MODEL_ARGS:=}"                     # model size options given to both models, e.g. --encoder-layers 3
-: "${EMBEDDING_ARGS:=--share-all-embeddings}"   # every model's embedding sharing (from_pretrained.sh: the checkpoint's)
+: "${EMBEDDING_ARGS=--share-all-embeddings}"    # every model's embedding sharing (from_pretrained.sh: the checkpoint's;
+                                        # set and empty stays empty)
 : "${PRETRAINED:=}"                     # a pretrained checkpoint the sentence model is finetuned from (from_pretrained.sh)
 : "${SPM_MODEL:=}"                      # its sentencepiece model: prepare segments raw text with it, not Moses + BPE
 : "${DICT:=}"                           # its dictionary: binarize with it, not a dictionary of the data's own

@@ -29,7 +29,7 @@
 # MEMORY_ARGS="--checkpoint-activations", UPDATE_FREQ. Run it again after an interruption and it
 # resumes; every variable of common.sh applies.
 : "${SENTENCE_TASK:=document_translation}"
-: "${EMBEDDING_ARGS:=}"                 # the checkpoint's own sharing comes with MODEL_ARGS
+: "${EMBEDDING_ARGS=}"                  # the checkpoint's own sharing comes with MODEL_ARGS
 : "${SENTENCE_LR:=3e-5}" "${SENTENCE_WARMUP:=2500}" "${SENTENCE_DROPOUT:=0.3}"
 : "${PRETRAINED_LR:=3e-5}"
 : "${FINETUNE_LR:=$PRETRAINED_LR}"      # the concatenation model and the control: all pretrained parameters

@@ -421,6 +421,17 @@ def test_from_pretrained_finetunes_every_system_from_the_checkpoint(from_pretrai
     assert "| memory |" in results and "| - | - |" in results, "no tokenized BLEU of text in pieces"
 
 
+def test_from_pretrained_leaves_embedding_sharing_to_the_checkpoint(tmp_path):
+    """common.sh's --share-all-embeddings default does not come back when EMBEDDING_ARGS is set empty,
+    as from_pretrained.sh sets it: a checkpoint trained without it gets none (its own sharing comes
+    with MODEL_ARGS)."""
+    command = f'source "{RECIPES}/common.sh"; echo "[$EMBEDDING_ARGS]"'
+    for setting, expected in (({}, "[--share-all-embeddings]"), ({"EMBEDDING_ARGS": ""}, "[]")):
+        result = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                                env={**os.environ, "WORK_DIR": str(tmp_path), **setting})
+        assert result.returncode == 0 and result.stdout.strip() == expected, (setting, result.stdout, result.stderr)
+
+
 def test_from_pretrained_names_what_is_missing_before_any_step(tmp_path):
     def refusal(**env):
         result = subprocess.run(["bash", str(RECIPES / "from_pretrained.sh")], capture_output=True, text=True,
