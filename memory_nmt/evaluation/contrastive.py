@@ -290,15 +290,20 @@ def read_joined_lines(source, target, separator: str = VOITA_SEPARATOR,
     ]
 
 
-def _encode(dictionary, sentence: str) -> torch.Tensor:
-    return dictionary.encode_line(sentence, add_if_not_exist=False, append_eos=True).long()
+def encoded_source(task, sentence: str) -> torch.Tensor:
+    """A source sentence's tokens as the model reads them: its end of sentence and language token."""
+    return _encoded(task, task.source_dictionary, sentence, "sources")
 
 
 def encoded_target(task, sentence: str) -> torch.Tensor:
     """A target sentence's tokens as the candidates are scored: its end of sentence and language token."""
-    encoded = _encode(task.target_dictionary, sentence)
-    tokens = getattr(task, "language_tokens", None)
-    return tokens.targets([encoded])[0] if tokens is not None else encoded
+    return _encoded(task, task.target_dictionary, sentence, "targets")
+
+
+def _encoded(task, dictionary, sentence: str, side: str) -> torch.Tensor:
+    encoded = dictionary.encode_line(sentence, add_if_not_exist=False, append_eos=True).long()
+    tokens = getattr(task, "language_tokens", None)  # a pretrained checkpoint's, where its task put them
+    return getattr(tokens, side)([encoded])[0] if tokens is not None else encoded
 
 
 def _collate(task, sources: List[torch.Tensor], targets: List[torch.Tensor]):
@@ -321,12 +326,9 @@ class _EncodedItem:
     (``context``: how many source and target sentences)."""
 
     def __init__(self, task, item: ContrastiveItem, context: Tuple[int, int]):
-        src = task.source_dictionary
-        tokens = getattr(task, "language_tokens", None)  # a pretrained checkpoint's, where its task put them
-        sources = tokens.sources if tokens is not None else lambda sentences: sentences
-        self.context = [(source, encoded_target(task, t)) for source, t in
-                        zip(sources([_encode(src, s) for s in item.context_source]), item.context_target)]
-        (self.source,) = sources([_encode(src, item.source)])
+        self.context = [(encoded_source(task, s), encoded_target(task, t))
+                        for s, t in zip(item.context_source, item.context_target)]
+        self.source = encoded_source(task, item.source)
         self.candidates = [encoded_target(task, c) for c in item.candidates]
         self.longest = max(t.numel() for t in [self.source, *self.candidates, *(x for pair in self.context for x in pair)])
         source_context, target_context = context
