@@ -7,10 +7,10 @@ for the epoch's batches: for the training split, when fairseq-train trains the m
 papers train it on (windows of sentence steps of documents in lanes that refill, batches of
 whole chunks, or shuffled sentences with their context); for other splits, and every split of a
 model loaded from a checkpoint to translate or score, one sentence step an item, never shuffled
-inside a group. ``train_step`` trains on a batch (read as its type, ``samples.py``) through the
-criterion (``criterion.py``), which owns what the lanes carry, and ``build_generator`` returns
-the document generator (``generator.py``), so ``fairseq-train`` and ``fairseq-generate`` work
-unchanged. fairseq-interactive's lines, and the hub's documents, are placed in documents by
+inside a group; fairseq takes them from the task's epoch iterator (``batch_iterator.py``).
+``train_step`` trains on a batch (read as its type, ``samples.py``) through the criterion
+(``criterion.py``), which owns what the lanes carry, and ``build_generator`` returns the document
+generator (``generator.py``), so ``fairseq-train`` and ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and the hub's documents, are placed in documents by
 ``interactive.py``. Whatever ``--arch`` builds is run as a document system (``system.py``): a
 model that mixes in ``DocumentSystem`` with its context, any other fairseq encoder-decoder model
 sentence by sentence. A system whose sentences read context sentences the data chooses
@@ -28,7 +28,7 @@ from typing import List, Optional
 
 import torch
 from fairseq import utils
-from fairseq.data import indexed_dataset, iterators
+from fairseq.data import indexed_dataset
 from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import register_task
@@ -36,6 +36,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 from omegaconf.errors import InterpolationResolutionError
 
+from .batch_iterator import DocumentBatchIterator
 from .chosen_context import check_split
 from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
 from .data import DocumentDataError, DocumentDataset, read_docids
@@ -57,8 +58,6 @@ TRAINING_BATCHES = ("system", "lanes")
 LANE_ROWS = ("packed", "padded")
 DEFAULT_WINDOW = "4"  # four sentence steps an update: chosen by time to quality (docs/training.md); the paper's is 'full'
 DICTIONARIES = "dictionary_fingerprints"  # in a checkpoint's task state
-PLAN = "plan_digest"  # in the training iterator's state: a digest of its epoch's batches
-TRAINING_OPTIONS = "training_options"  # in the training iterator's state: the plugin's options it trained with
 LANE_TRAINING_OPTIONS = ("optimization_window", "lane_rows", "passes_per_step")  # the task's, for training in lanes
 CRITERION_TRAINING_OPTIONS = ("gradient_reach", "gradient_across_windows", "max_graph_tokens")  # ... the criterion's
 
@@ -130,77 +129,6 @@ def loss_scale_of(optimizer) -> float:
         return float(optimizer.scaler.get_scale())
     scaler = getattr(optimizer, "scaler", None)
     return float(scaler.loss_scale) if scaler is not None else 1.0
-
-
-class DocumentBatchIterator(iterators.EpochBatchIterator):
-    """fairseq's EpochBatchIterator, except that an epoch lets its DataLoader, and with it the
-    DataLoader's worker processes, go as soon as its last batch is taken.
-
-    fairseq leaves a finished epoch's workers running until its iterator is garbage collected:
-    its own tasks keep one iterator per split for the whole run, where this task makes one per
-    split and epoch, and a dropped one is part of a reference cycle (fairseq's batch sampler
-    refers back to its iterator). A collection inside a later DataLoader worker, which inherits
-    that garbage when forked, then had torch stop workers that were not its children:
-    fairseq-validate and fairseq-train printed "Exception ignored ... can only test a child
-    process".
-
-    A training iterator also keeps a digest of its epoch's batches (``plan``) in its state, and
-    refuses to resume inside an epoch planned otherwise than the checkpoint's: the batches left
-    would repeat or skip sentences. It keeps the plugin's options that shape training
-    (``training_options``: flag to value) too, and names, in a warning, those a resumed run
-    changes: fairseq-train resumes with its command line's options, so an option left out, or a
-    default changed since the run began, would otherwise change the training without a word.
-    """
-
-    def __init__(self, *args, plan: Optional[str] = None, training_options: Optional[dict] = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.plan = plan
-        self.training_options = training_options
-
-    def state_dict(self):
-        return {**super().state_dict(), PLAN: self.plan, TRAINING_OPTIONS: self.training_options}
-
-    def load_state_dict(self, state_dict):
-        began_with = state_dict.get(TRAINING_OPTIONS)
-        if began_with and self.training_options:
-            changed = [f"{flag} {value} (now {self.training_options[flag]})" for flag, value in began_with.items()
-                       if flag in self.training_options and self.training_options[flag] != value]
-            if changed:
-                logger.warning(
-                    "resuming a run begun with other training options than this command line's: %s. "
-                    "fairseq-train resumes with its command line's options (and a default may have changed "
-                    "since the run began): give those options to train on as the run began", ", ".join(changed)
-                )
-        saved, done = state_dict.get(PLAN), state_dict.get("iterations_in_epoch", 0)
-        if done and saved is not None and self.plan is not None and saved != self.plan:
-            raise DocumentDataError(
-                f"the checkpoint was saved {done} batches into epoch {state_dict['epoch']}, whose training "
-                "batches are planned otherwise now (by an option that shapes them: --max-tokens, "
-                "--batch-size, --optimization-window, --lane-rows, --passes-per-step, "
-                "--training-batches, --seed, the number of workers; or by other data): the rest of "
-                "the epoch would repeat or skip sentences. Give the options the run began with "
-                "(fairseq-train resumes with its command line's), or --reset-dataloader to start "
-                "again from epoch 1"
-            )
-        super().load_state_dict(state_dict)
-
-    def _get_iterator_for_epoch(self, epoch, shuffle, fix_batches_to_gpus=False, offset=0):
-        batches = super()._get_iterator_for_epoch(epoch, shuffle, fix_batches_to_gpus, offset)
-        if batches is None:
-            return None
-        return iterators.CountingIterator(let_go_before_last(batches), start=batches.n, total=batches.total)
-
-
-def let_go_before_last(batches):
-    """The items of ``batches`` (fairseq's CountingIterator over a DataLoader); ``batches`` is
-    dropped before the last item is handed on, so the DataLoader goes at once."""
-    while batches.has_next():
-        batch = next(batches)
-        if not batches.has_next():
-            del batches
-            yield batch
-            return
-        yield batch
 
 
 @dataclass

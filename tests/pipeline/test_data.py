@@ -4,6 +4,9 @@ import collections
 import gc
 import logging
 import multiprocessing
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -295,6 +298,39 @@ def test_data_loader_workers_stop_when_the_epochs_last_batch_is_taken(data_bin, 
         assert set(multiprocessing.active_children()) == before and not epoch.has_next()
     finally:
         gc.enable()
+
+
+STOPPED_INSIDE_AN_EPOCH = """
+import torch
+from memory_nmt.pipeline.batch_iterator import DocumentBatchIterator
+
+class Sentences(torch.utils.data.Dataset):
+    def __len__(self):
+        return 1000
+
+    def __getitem__(self, index):
+        return index
+
+def collate(indices):  # a torch operator, which releases the GIL, most of the time
+    states = torch.randn(400, 400)
+    return (states @ states @ states).sum()
+
+epoch = DocumentBatchIterator(dataset=Sentences(), collate_fn=collate, batch_sampler=[[i] for i in range(1000)],
+                              buffer_size=10, disable_shuffling=True).next_epoch_itr(shuffle=False)
+next(epoch), next(epoch)
+print("stopped inside the epoch", flush=True)
+"""
+
+
+def test_a_run_stopped_inside_an_epoch_exits_while_batches_are_made_ahead():
+    """fairseq-train stopped by --max-update inside an epoch, its thread making batches ahead
+    (--data-buffer-size) inside a torch operator: with fairseq's daemon thread, Python's finalization
+    ended that thread inside C++ and the process aborted ("terminate called without an active
+    exception", exit status -6) after its last checkpoint; the thread is stopped before exit."""
+    result = subprocess.run([sys.executable, "-c", STOPPED_INSIDE_AN_EPOCH], capture_output=True, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert "stopped inside the epoch" in result.stdout, result.stderr[-2000:]
+    assert result.returncode == 0 and "terminate called" not in result.stderr, (result.returncode, result.stderr[-2000:])
 
 
 @pytest.mark.parametrize("arch", [TINY_MODEL, CONCAT], ids=["lanes", "sentences"])
