@@ -15,7 +15,8 @@ where fairseq would fail with ``EOFError``, ``UnpicklingError``, ``OSError`` or
 fairseq-train's trainer loads a checkpoint (``--finetune-from-model``, or the run it resumes)
 inside a ``try`` that turns any error into "please ensure that the architectures match", with
 both tracebacks. Before that, the plugin reads what the checkpoint holds (its tensors mapped,
-not read) and refuses another system's (``systems/checkpoint_fit.check_system``), on one line.
+not read) and refuses, on one line, another system's (``systems/checkpoint_fit.check_system``) and one
+built with other model options that does not fit (``check_options``, which names them).
 """
 import functools
 import os
@@ -28,7 +29,7 @@ from fairseq import checkpoint_utils
 from fairseq.trainer import Trainer
 
 from .pipeline.errors import InputError
-from .systems.checkpoint_fit import check_system
+from .systems.checkpoint_fit import check_options, check_system
 
 
 class CheckpointFileError(InputError):
@@ -92,6 +93,7 @@ def allow_fairseq_checkpoints():
                             else "--save-dir" if self.cfg.checkpoint.restore_file == "checkpoint_last.pt"
                             else "--restore-file")
             check_system(filename, saved_with, state["model"], self.get_model(), self.cfg.model, resumed_from)
+            check_options(filename, saved_with, state["model"], self.get_model(), self.cfg.model)
         return fairseq_load(self, filename, reset_optimizer, *args, **kwargs)
 
     load_checkpoint.checks_the_system = True

@@ -24,19 +24,14 @@ languages`` the language options alone, which fairseq-generate and fairseq-inter
 import argparse
 import shlex
 import sys
-from collections.abc import Mapping
 from typing import List, Optional
 
-SHAPE_VALUES = (  # options whose value shapes the model's parameters or computation
-    "encoder_layers", "decoder_layers", "encoder_embed_dim", "decoder_embed_dim",
-    "encoder_ffn_embed_dim", "decoder_ffn_embed_dim", "encoder_attention_heads", "decoder_attention_heads",
-    "activation_fn", "max_source_positions", "max_target_positions",
-)
-SHAPE_FLAGS = (  # ... and whose presence does
-    "encoder_normalize_before", "decoder_normalize_before", "encoder_learned_pos", "decoder_learned_pos",
-    "layernorm_embedding", "no_scale_embedding", "no_token_positional_embeddings",
-    "share_all_embeddings", "share_decoder_input_output_embed",
-)
+from fairseq import checkpoint_utils
+
+# importing the plugin makes fairseq's checkpoints readable (memory_nmt/readable_checkpoints.py)
+from memory_nmt.pipeline.option_ranges import flag_of
+from memory_nmt.systems.checkpoint_fit import MODEL_OPTIONS, config_value
+
 MULTILINGUAL_TASK = "translation_multi_simple_epoch"
 
 
@@ -44,35 +39,26 @@ class CheckpointOptionsError(Exception):
     """A checkpoint this command cannot read the options of; the message says why."""
 
 
-def option(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def field(config, name: str):
-    if isinstance(config, Mapping):
-        return config.get(name)
-    return getattr(config, name, None)
-
-
 def checkpoint_options(path: str, only: str = "all", lang_dict: Optional[str] = None) -> List[str]:
     """The options that build a model of ``path``'s shape, on data with its language tokens
     (``only``: "shape" or "languages" for one of the two); ``lang_dict``: the file of its languages,
     for a checkpoint whose task read them from one (``--lang-dict``)."""
-    import memory_nmt  # noqa: F401  (makes fairseq's checkpoints readable: memory_nmt/readable_checkpoints.py)
-    from fairseq import checkpoint_utils
-
     try:
         state = checkpoint_utils.load_checkpoint_to_cpu(path)
     except (OSError, RuntimeError) as error:
         raise CheckpointOptionsError(f"{path}: cannot read it as a fairseq checkpoint ({error})") from None
     config = state.get("cfg") or {}
-    model, task = field(config, "model"), field(config, "task")
+    model, task = config_value(config, "model"), config_value(config, "task")
     if model is None:
         raise CheckpointOptionsError(f"{path}: holds no model config (a fairseq checkpoint from before 0.10?): "
                                      "give the architecture options by hand")
-    shape = [item for name in SHAPE_VALUES if field(model, name) is not None
-             for item in (option(name), str(field(model, name)))]
-    shape += [option(name) for name in SHAPE_FLAGS if field(model, name)]
+    shape = []
+    for name in MODEL_OPTIONS:
+        value = config_value(model, name)
+        if isinstance(value, bool):
+            shape += [flag_of(name)] if value else []
+        elif value is not None:
+            shape += [flag_of(name), str(value)]
     if only == "shape":
         return shape
     languages = language_options(path, task or {}, lang_dict)
@@ -81,12 +67,13 @@ def checkpoint_options(path: str, only: str = "all", lang_dict: Optional[str] = 
 
 def language_options(path: str, task, lang_dict: Optional[str]) -> List[str]:
     """The document task's language-token options that place the tokens as ``task`` (a config) did."""
-    langs = field(task, "langs")
-    if field(task, "lang_dict") and not langs:
+    langs = config_value(task, "langs")
+    if config_value(task, "lang_dict") and not langs:
         if lang_dict is None:
             raise CheckpointOptionsError(
-                f"{path}: its task read its languages from --lang-dict {field(task, 'lang_dict')}: give that file "
-                "(the checkpoint's languages, one a line in its order; mBART-50's ML50_langs.txt) as --lang-dict")
+                f"{path}: its task read its languages from --lang-dict {config_value(task, 'lang_dict')}: give "
+                "that file (the checkpoint's languages, one a line in its order; mBART-50's ML50_langs.txt) as "
+                "--lang-dict")
         options = ["--lang-dict", lang_dict]
     elif lang_dict is not None:
         raise CheckpointOptionsError(f"{path}: names its languages itself (--langs), so --lang-dict is not needed")
@@ -94,13 +81,14 @@ def language_options(path: str, task, lang_dict: Optional[str]) -> List[str]:
         options = ["--langs", ",".join(langs) if isinstance(langs, (list, tuple)) else str(langs)]
     else:
         return []
-    if field(task, "add_data_source_prefix_tags"):
+    if config_value(task, "add_data_source_prefix_tags"):
         options.append("--add-data-source-prefix-tags")
-    if field(task, "_name") == MULTILINGUAL_TASK or field(task, "encoder_langtok") or field(task, "decoder_langtok"):
-        options += ["--lang-tok-style", str(field(task, "lang_tok_style") or "multilingual")]
-        if field(task, "encoder_langtok"):
-            options += ["--encoder-langtok", str(field(task, "encoder_langtok"))]
-        if field(task, "decoder_langtok"):
+    encoder_langtok, decoder_langtok = config_value(task, "encoder_langtok"), config_value(task, "decoder_langtok")
+    if config_value(task, "_name") == MULTILINGUAL_TASK or encoder_langtok or decoder_langtok:
+        options += ["--lang-tok-style", str(config_value(task, "lang_tok_style") or "multilingual")]
+        if encoder_langtok:
+            options += ["--encoder-langtok", str(encoder_langtok)]
+        if decoder_langtok:
             options.append("--decoder-langtok")
     return options
 

@@ -14,6 +14,13 @@ each copy gets the shared values.
 
 A system's model mixes in ``FitsTransformerCheckpoints`` before fairseq's ``TransformerModel``.
 
+Before fairseq-train loads a checkpoint, its model options are compared with this model's
+(``check_options``): one that does not fit is refused naming the options it was built with
+(``--encoder-normalize-before``, ``--layernorm-embedding``, ``--encoder-embed-dim 1024``: what
+``memory-nmt-checkpoint-options`` prints), and one that fits but was built with other options that
+shape no tensor (``--activation-fn``, the heads) is loaded with a warning naming them: the model
+would compute otherwise than the checkpoint did.
+
 A checkpoint of another system (its arch another model class than this model's) is checked
 before fairseq-train loads it (``check_system``, called by ``readable_checkpoints.py`` outside the
 ``try`` in which fairseq turns any load error into "please ensure that the architectures
@@ -33,17 +40,35 @@ from fairseq.models.transformer import TransformerModel
 from torch import Tensor, nn
 
 from ..pipeline.errors import InputError
+from ..pipeline.option_ranges import flag_of
+from ..pipeline.system import DocumentSystem
 from .context_parameters import context_modules, is_context_parameter
 
 logger = logging.getLogger(__name__)
 
 LAYER = re.compile(r"(.*\.layers)\.(\d+)\.")
 ARCHITECTURE_HINT = (
-    "build the model with the checkpoint's architecture options (embedding and feed-forward "
-    "dimensions, layers, heads, embedding sharing) and binarize the data with its dictionary (a pretrained "
+    "build the model with the checkpoint's architecture options (layers, embedding and feed-forward "
+    "dimensions, heads, pre-norm layers, positions, embedding norm, embedding sharing) and binarize the data with its dictionary (a pretrained "
     "multilingual checkpoint's holds its language tokens too: give its --langs; memory-nmt-checkpoint-options "
     "prints both)"
 )
+
+
+# The model options a checkpoint's weights need to be loaded and to compute what they computed:
+# those that shape tensors (compared with a checkpoint's where its tensors do not fit: check_options),
+# those that shape no tensor but what the model computes (compared always), the embedding sharing
+# (not compared: a checkpoint with shared embeddings loads into a model without, and check_shared
+# names the other way) and the longest sentence (not compared: learned positions of another length
+# are named as a tensor of another shape); memory-nmt-checkpoint-options prints them all.
+SHAPING_TENSORS = (
+    "encoder_layers", "decoder_layers", "encoder_embed_dim", "decoder_embed_dim", "encoder_ffn_embed_dim",
+    "decoder_ffn_embed_dim", "encoder_normalize_before", "decoder_normalize_before", "encoder_learned_pos",
+    "decoder_learned_pos", "layernorm_embedding", "no_token_positional_embeddings",
+)
+SHAPING_NO_TENSOR = ("encoder_attention_heads", "decoder_attention_heads", "activation_fn", "no_scale_embedding")
+MODEL_OPTIONS = (*SHAPING_TENSORS, *SHAPING_NO_TENSOR, "share_all_embeddings", "share_decoder_input_output_embed",
+                 "max_source_positions", "max_target_positions")
 
 
 class CheckpointMismatchError(InputError):
@@ -103,12 +128,13 @@ def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model
     """Refuse ``path``, a checkpoint of another system than ``model``'s (their model configs name the
     systems): always when a run resumes from it (``resumed_from``: the option that gave it,
     ``--save-dir`` or ``--restore-file``); when only its weights start this model, where they do not
-    fit it. A plain transformer's weights are left to the model (``FitsTransformerCheckpoints``)."""
+    fit it. The weights of fairseq's transformer family (``transformer``, mBART's) are left to the model
+    (``FitsTransformerCheckpoints``)."""
     theirs, own = arch(checkpoint_cfg), arch(model_cfg)
     system = ARCH_MODEL_REGISTRY.get(theirs)
     if theirs is None or theirs == own or (system is not None and system is ARCH_MODEL_REGISTRY.get(own)):
         return
-    if resumed_from is None and system is TransformerModel:
+    if resumed_from is None and transformer_family(system):
         return
     unfit = first_difference(model, state_dict, fresh_parameters(model, state_dict))
     if resumed_from is None:
@@ -134,11 +160,57 @@ def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model
     )
 
 
+def transformer_family(system) -> bool:
+    """Whether ``system`` (a model class) is fairseq's transformer or one of its own kind (BART, mBART),
+    whose weights start a document system as a plain transformer's do."""
+    return isinstance(system, type) and issubclass(system, TransformerModel) and not issubclass(system, DocumentSystem)
+
+
+def check_options(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model: nn.Module, model_cfg):
+    """Refuse ``path`` where its tensors do not fit ``model`` and it was built with other options that
+    shape tensors than ``model_cfg``'s, naming those options (and the others it was built with); warn where it
+    was built with other options that shape no tensor but what the model computes."""
+    if checkpoint_cfg is None:
+        return
+    unfit = first_difference(model, state_dict, fresh_parameters(model, state_dict))
+    shaping = other_options(checkpoint_cfg, model_cfg, SHAPING_TENSORS) if unfit else []
+    computing = other_options(checkpoint_cfg, model_cfg, SHAPING_NO_TENSOR)
+    fix = f"give the checkpoint's (memory-nmt-checkpoint-options {path} prints them)"
+    if shaping:
+        raise CheckpointMismatchError(
+            f"{path} does not fit this model: it was built with {', '.join(shaping + computing)}; {fix}"
+        )
+    if computing:
+        logger.warning("%s was built with %s: this model takes its weights but computes otherwise than it did; "
+                       "to start from what it computes, %s", path, ", ".join(computing), fix)
+
+
+def other_options(checkpoint_cfg, model_cfg, names: Iterable[str]) -> List[str]:
+    """Of ``names``, the options ``checkpoint_cfg`` has where ``model_cfg``'s differ, as a command line gives
+    them: ``--layernorm-embedding``, ``no --encoder-learned-pos``, ``--encoder-embed-dim 1024 (this model's:
+    512)``. A value one config lacks is not compared (a checkpoint from before fairseq had the option)."""
+    differing = []
+    for name in names:
+        theirs, own = config_value(checkpoint_cfg, name), config_value(model_cfg, name)
+        if isinstance(theirs, bool) or isinstance(own, bool):
+            if bool(theirs) != bool(own):
+                differing.append(flag_of(name) if theirs else f"no {flag_of(name)}")
+        elif None not in (theirs, own) and str(theirs) != str(own):
+            differing.append(f"{flag_of(name)} {theirs} (this model's: {own})")
+    return differing
+
+
 def arch(model_cfg) -> Optional[str]:
     """The architecture a model config (fairseq's namespace or dict) names, as fairseq's ``build_model`` reads it."""
-    if isinstance(model_cfg, Mapping):
-        return model_cfg.get("_name") or model_cfg.get("arch")
-    return getattr(model_cfg, "_name", None) or getattr(model_cfg, "arch", None)
+    return config_value(model_cfg, "_name") or config_value(model_cfg, "arch")
+
+
+def config_value(config, name: str):
+    """An option's value in a model or task config: fairseq's namespace (older checkpoints), dict or
+    omegaconf config; None where it has none."""
+    if isinstance(config, Mapping):
+        return config.get(name)
+    return getattr(config, name, None)
 
 
 def first_difference(model: nn.Module, state_dict: Dict[str, Tensor], fresh: Iterable[str] = ()) -> Optional[str]:

@@ -17,7 +17,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from conftest import PLUGIN, REPO, batches, build, fairseq_command, run
 from memory_nmt.pipeline.option_ranges import OptionError
-from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
+from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError, check_options
 from memory_nmt_tools.checkpoint_options import checkpoint_options
 
 TINY_SHAPE = [
@@ -151,6 +151,42 @@ def test_a_checkpoint_with_language_tokens_is_refused_without_its_langs(data_bin
     task, model, _, cfg = build(data_bin, *shape, *SYSTEMS["memory"][0])
     with pytest.raises(CheckpointMismatchError, match=r"encoder\.embed_tokens\.weight has shape .* give its --langs"):
         model.load_state_dict(checkpoint_utils.load_checkpoint_to_cpu(path)["model"], model_cfg=cfg.model)
+
+
+def test_a_checkpoint_built_with_other_options_is_refused_naming_them(data_bin, pretrained, tmp_path):
+    """fairseq-train --finetune-from-model of the mBART-shaped checkpoint into a post-norm model with
+    sinusoidal positions (its shape options left out): refused on one line naming the options to give."""
+    path = pretrained["mbart"]
+    shape = checkpoint_options(path, "shape")
+    left_out = ("--encoder-normalize-before", "--decoder-normalize-before", "--encoder-learned-pos",
+                "--decoder-learned-pos", "--layernorm-embedding")
+    refused = subprocess.run(
+        [fairseq_command("fairseq-train"), str(data_bin), "--user-dir", str(PLUGIN), "--task", "document_translation",
+         *SYSTEMS["memory"][0], *(option for option in shape if option not in left_out), *language_options(path),
+         "--finetune-from-model", path, "--criterion", "document_label_smoothed_cross_entropy", "--optimizer",
+         "adam", "--lr", "1e-4", "--max-update", "1", "--max-tokens", "400", "--cpu", "--no-save",
+         "--save-dir", str(tmp_path), "-s", "en", "-t", "de"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    named = re.search(r"does not fit this model: it was built with (.*); give the checkpoint's "
+                      r"\(memory-nmt-checkpoint-options", refused.stderr)
+    assert named and named[1].split(", ") == list(left_out), refused.stderr[-2000:]
+
+
+def test_a_checkpoint_whose_tensors_fit_but_built_otherwise_is_loaded_with_a_warning(data_bin, pretrained, caplog):
+    """The heads and the activation shape no tensor: the model takes the checkpoint's weights, but the
+    warning names what it computes otherwise; with the checkpoint's own options there is none."""
+    path = pretrained["mbart"]
+    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    other = ["--activation-fn", "relu", "--decoder-attention-heads", "2"]
+    for options, warned in (([], []), (other, ["--decoder-attention-heads 4 (this model's: 2), --activation-fn gelu "
+                                                "(this model's: relu)"])):
+        _, model, _, cfg = build(data_bin, *checkpoint_options(path), *SYSTEMS["memory"][0], *options)
+        caplog.clear()
+        check_options(path, state["cfg"]["model"], state["model"], model, cfg.model)
+        warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+        assert warnings == [f"{path} was built with {names}: this model takes its weights but computes otherwise than "
+                            "it did; to start from what it computes, give the checkpoint's "
+                            f"(memory-nmt-checkpoint-options {path} prints them)" for names in warned]
 
 
 def test_checkpoint_options_name_the_checkpoints_shape_and_languages(pretrained):
