@@ -90,8 +90,9 @@ class DocumentBatchIterator(iterators.EpochBatchIterator):
 
 
 def let_go_before_last(batches):
-    """The items of ``batches`` (fairseq's CountingIterator over a DataLoader); ``batches`` is
-    dropped before the last item is handed on, so the DataLoader goes at once."""
+    """The items of ``batches`` (fairseq's CountingIterator over the epoch's DataLoader, or over the
+    batches made ahead from it); ``batches`` is dropped before the last item is handed on, so the
+    DataLoader goes at once."""
     while batches.has_next():
         batch = next(batches)
         if not batches.has_next():
