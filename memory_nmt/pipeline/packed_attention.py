@@ -17,34 +17,46 @@ besides (a memory's, ``systems/recurrent_memory``) is the system's to confine. T
 take a mask per row, which fairseq's ``MultiheadAttention`` passes on to PyTorch's attention in
 training; its cross-attention is told its keys are not static (what matters only when decoding
 step by step, which packed rows are not for).
+
+A layer that runs forward again in the backward pass (``--checkpoint-activations``) runs after the
+call's hooks are gone. fairseq's own wrapper (``checkpoint_wrapper``) would then attend across the
+packed sentences: a model of such layers trains one sentence a row (``why_not_confinable``). A
+layer the plugin recomputes itself (the memory model's, ``systems/recurrent_memory/
+recomputed_layers.py``, marked ``RECOMPUTES_CONFINED``) takes the masks of its first run
+(``confinement_of``) and runs again under them (``confined_again``).
 """
+import weakref
 from contextlib import contextmanager
-from typing import Optional
+from typing import Callable, Dict, Optional
 
 import torch.nn.functional as F
 from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
-from torch import Tensor
+from torch import Tensor, nn
 
 from .packing import PackedRows
 
 POSITIONS = (SinusoidalPositionalEmbedding, LearnedPositionalEmbedding)
+RECOMPUTES_CONFINED = "recomputes_confined_to_sentences"  # on a layer whose recomputation keeps the masks
+CONFINING: "weakref.WeakKeyDictionary[nn.Module, Callable]" = weakref.WeakKeyDictionary()  # attention: its mask's hook
 
 
 def why_not_confinable(model) -> Optional[str]:
     """Why the attention of ``model`` (a fairseq encoder-decoder model, or a data-parallel wrapper
     around one) cannot be confined to packed sentences, or None when it can: every layer of its
     encoder and decoder must be fairseq's transformer layer, none of them run forward again in the
-    backward pass (``--checkpoint-activations``: the masks are gone by then), its positions
-    sinusoidal or learned."""
+    backward pass without the masks (fairseq's ``--checkpoint-activations``: they are gone by then),
+    its positions sinusoidal or learned."""
     model = unwrapped(model)
     for side, layer_type in (("encoder", TransformerEncoderLayerBase), ("decoder", TransformerDecoderLayerBase)):
         part = getattr(model, side, None)
         layers = getattr(part, "layers", None)
         if layers is None or not all(isinstance(layer, layer_type) for layer in layers):
             return f"its {side} is not made of fairseq's transformer layers"
-        if any(hasattr(layer, "precheckpoint_forward") for layer in layers):  # fairseq's checkpoint_wrapper
-            return f"its {side}'s layers run forward again in the backward pass (--checkpoint-activations)"
+        if any(hasattr(layer, "precheckpoint_forward") and not getattr(layer, RECOMPUTES_CONFINED, False)
+               for layer in layers):  # fairseq's checkpoint_wrapper
+            return (f"its {side}'s layers run forward again in the backward pass, without the masks "
+                    "(fairseq's --checkpoint-activations)")
         positions = getattr(part, "embed_positions", None)
         if positions is not None and not isinstance(positions, POSITIONS):
             return f"its {side}'s positions are a {type(positions).__name__}"
@@ -79,7 +91,7 @@ def confined_to_sentences(model, rows: PackedRows):
     """While open, ``model``'s encoder and decoder compute each of the packed sentences of ``rows``
     as if it were alone in its row (see the module's docstring)."""
     model = unwrapped(model)
-    handles = []
+    handles, confined = [], []
 
     def positions_of(side):
         positions = getattr(rows, f"{side}_positions")
@@ -102,6 +114,8 @@ def confined_to_sentences(model, rows: PackedRows):
             return args, kwargs
 
         handles.append(attention.register_forward_pre_hook(with_mask, with_kwargs=True))
+        confined.append(attention)
+        CONFINING[attention] = with_mask
 
     try:
         for side, part in (("source", model.encoder), ("target", model.decoder)):
@@ -115,6 +129,26 @@ def confined_to_sentences(model, rows: PackedRows):
             confine(layer.self_attn, rows.other_sentences("target", "target", causal=True))
             if layer.encoder_attn is not None:
                 confine(layer.encoder_attn, rows.other_sentences("target", "source"), cross=True)
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        for attention in confined:
+            CONFINING.pop(attention, None)
+
+
+def confinement_of(layer: nn.Module) -> Dict[nn.Module, Callable]:
+    """The hooks that confine ``layer``'s attention modules to the packed sentences of the call now
+    running (none outside ``confined_to_sentences``)."""
+    return {module: CONFINING[module] for module in layer.modules() if module in CONFINING}
+
+
+@contextmanager
+def confined_again(confinement: Dict[nn.Module, Callable]):
+    """While open, the attention modules of ``confinement`` (``confinement_of``) are confined as they
+    were: a layer run again in the backward pass computes what its first run computed."""
+    handles = [module.register_forward_pre_hook(hook, with_kwargs=True) for module, hook in confinement.items()]
+    try:
         yield
     finally:
         for handle in handles:

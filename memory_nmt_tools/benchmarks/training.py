@@ -36,8 +36,10 @@ truncation.py``; the first is the one the ratios and targets are for), each send
 the window before (``--gradient-across-windows drop``, the default; ``recompute`` with windows of
 one step, where drop is refused), and once more for the first recomputing the window before's last
 step (K steps with K) at the next window's start (``recompute``): what the reach and the
-recomputation cost in speed, memory and arithmetic. (Passes/update counts the data's forward
-passes; recomputed passes show in the time and the arithmetic.) Then the arithmetic of each memory
+recomputation cost in speed, memory and arithmetic; with --checkpoint-activations, once more for
+the first with ``--checkpoint-activations`` (every layer's forward run again in the backward pass):
+what that saves in peak memory and costs. (Passes/update
+counts the data's forward passes; recomputed passes show in the time and the arithmetic.) Then the arithmetic of each memory
 mode is decomposed, in units of F, the transformer's forward pass per target token on its own
 batches (its forward and backward are about 3F): the transformer's forward and backward, the
 padding of the memory model's batches (the transformer on them, less the transformer on its own),
@@ -137,7 +139,8 @@ def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
     """The models compared, by name: the row label and the fairseq-train options. "memory" is
     the memory model with the first of --gradient-reaches and the default across windows
     (``recompute`` where ``drop`` would cut every gradient across sentences, as the task refuses),
-    "memory_recompute" the same recomputing the window before."""
+    "memory_recompute" the same recomputing the window before, "memory_checkpointed" the first with
+    --checkpoint-activations."""
     across = {reach: "recompute" if drop_cuts_every_gradient(args.window, reach) else DEFAULT_ACROSS_WINDOWS
               for reach in args.gradient_reaches}
     first, *others = args.gradient_reaches
@@ -148,6 +151,9 @@ def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
     }
     if first != 0 and across[first] != "recompute":  # nothing to recompute at a reach of 0
         systems["memory_recompute"] = memory_row(first, "recompute")
+    if args.checkpoint_activations:
+        label, arguments = systems["memory"]
+        systems["memory_checkpointed"] = (f"{label}, checkpointed", arguments + ["--checkpoint-activations"])
     for reach in others:
         systems[f"memory_reach{reach}"] = memory_row(reach, across[reach])
     systems.update({name: OTHER_SYSTEMS[name] for name in args.systems})
@@ -178,6 +184,10 @@ def parse_args(argv=None):
                         type=lambda text: [name for name in text.split(",") if name],
                         help=f"the other systems to train beside the transformer and the memory model, each in "
                         f"its own batches (comma-separated, of {', '.join(OTHER_SYSTEMS)}; '' for none)")
+    parser.add_argument("--checkpoint-activations", action="store_true",
+                        help="also train the memory model (its first row) with --checkpoint-activations, every "
+                        "layer's forward run again in the backward pass: what that saves in peak memory and "
+                        "costs in time and arithmetic")
     parser.add_argument("--data", help="binarized documents to train on (a fairseq-preprocess "
                         "directory with train.SRC-TGT.docids) instead of synthetic ones")
     parser.add_argument("--documents", type=at_least(1), default=1000, help="synthetic training documents")
@@ -346,7 +356,8 @@ def forward_flops_per_target_token(trainer, batches, args) -> float:
 
 def decomposition(flops: Dict[str, float], forward: float, systems) -> str:
     """Each memory mode's arithmetic per target token in parts, in units of F (``forward``)."""
-    modes = [name for name in systems if name.startswith("memory") and name != "memory_reach0"]
+    modes = [name for name in systems
+             if name.startswith("memory") and name not in ("memory_reach0", "memory_checkpointed")]
     parts = [("the transformer's forward and backward", lambda mode: flops["plain"])]
     parts.append(("padding of the memory model's batches", lambda mode: flops["plain_documents"] - flops["plain"]))
     if "memory_reach0" in flops:
@@ -356,13 +367,14 @@ def decomposition(flops: Dict[str, float], forward: float, systems) -> str:
         parts.append(("the memory and the gradient to earlier sentences",
                       lambda mode: flops[mode] - flops["plain_documents"]))
     width = max(len(name) for name, _ in parts) + 2
+    column = max(26, *(len(systems[mode][0]) + 2 for mode in modes))
     lines = [f"arithmetic per target token in F = {forward / 1e6:.2f} MFLOP, the transformer's forward pass per "
              "target token on its own batches:",
-             f"  {'part':<{width}}" + "".join(f"{systems[mode][0]:>26}" for mode in modes)]
+             f"  {'part':<{width}}" + "".join(f"{systems[mode][0]:>{column}}" for mode in modes)]
     for name, part in parts:
-        lines.append(f"  {name:<{width}}" + "".join(f"{part(mode) / forward:>26.2f}" for mode in modes))
+        lines.append(f"  {name:<{width}}" + "".join(f"{part(mode) / forward:>{column}.2f}" for mode in modes))
     totals = [f"{flops[mode] / forward:.2f} ({flops[mode] / flops['plain']:.2f}x)" for mode in modes]
-    lines.append(f"  {'total':<{width}}" + "".join(f"{total:>26}" for total in totals))
+    lines.append(f"  {'total':<{width}}" + "".join(f"{total:>{column}}" for total in totals))
     return "\n".join(lines)
 
 
@@ -464,6 +476,12 @@ def main(argv=None):
           f"(target <= 0.08), peak memory {peaks['memory'] / peaks['plain']:.3f}")
     print(f"  the transformer in the memory model's batches/plain: tokens/s "
           f"{rate['plain_documents'] / rate['plain']:.3f} (target >= 0.93)")
+    if "memory_checkpointed" in trainers:
+        checkpointed, padded = "memory_checkpointed", totals["memory_checkpointed"]
+        print(f"  {systems[checkpointed][0]}/{systems['memory'][0]}: peak memory "
+              f"{peaks[checkpointed] / peaks['memory']:.3f}, tokens/s {rate[checkpointed] / rate['memory']:.3f}, "
+              f"arithmetic {flops[checkpointed] / flops['memory']:.3f} (every layer's forward again; padding "
+              f"{1 - padded['real'] / padded['padded']:.3f})")
     for system in (name for name in args.systems if name in trainers):
         speed, arithmetic = rate[system] / rate["plain"], flops[system] / flops["plain"]
         print(f"  {systems[system][0]}/plain: tokens/s {speed:.3f}, arithmetic {arithmetic:.2f}, so "

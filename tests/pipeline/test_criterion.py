@@ -12,6 +12,7 @@ import torch
 from conftest import AMN, CONCAT, TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, only_pass, refused_option
 from memory_nmt.pipeline.carry import CarryOrderError, CarryStore
 from memory_nmt.pipeline.option_ranges import OptionError
+from memory_nmt.pipeline.packing import PackedRows
 
 
 def _window_of_three(task):
@@ -453,13 +454,14 @@ def test_the_document_criterion_outside_the_document_task_is_refused(data_bin):
 @pytest.mark.parametrize("reach", ["window", "1"])
 def test_checkpointed_activations_give_the_same_gradients(data_bin, reach, layout):
     """--checkpoint-activations: every layer of the memory model, memory layers included, runs
-    forward again in the backward pass (reading the memory of the call that ran it), and the
-    gradients are those of the model that keeps its activations, through the window's single
-    backward pass and through --gradient-reach K's hop alike."""
+    forward again in the backward pass (reading the memory of the call that ran it, and attending
+    within each packed sentence as its first run did), and the gradients are those of the model that
+    keeps its activations, through the window's single backward pass and through --gradient-reach
+    K's hop alike."""
     options = [*TINY_MODEL, *layout, "--optimization-window", "3", "--gradient-reach", reach]
     _, model, criterion, _ = build(data_bin, *options)
     task, checkpointed, checkpointed_criterion, _ = build(data_bin, *options, "--checkpoint-activations")
-    assert task.regime.training.packed_width is None, "a packed row's masks are gone by the backward pass"
+    assert task.regime.training.packed_width is not None, "packed rows: the recomputation keeps the masks"
     make_reads_nonzero(model)
     checkpointed.load_state_dict(model.state_dict())
     layers = [*checkpointed.encoder.layers, *checkpointed.decoder.layers]
@@ -468,6 +470,8 @@ def test_checkpointed_activations_give_the_same_gradients(data_bin, reach, layou
     for layer in layers:
         layer.fc1.register_forward_hook(lambda module, inputs, output: runs.append(module))
     steps = _window_of_three(task)
+    assert any(len(set(PackedRows(**step["packed_rows"]).sentence_row.tolist())) < len(step["id"]) for step in steps), \
+        "a row of the window holds several sentences"
     gradients = []
     for one_model, one_criterion in ((model, criterion), (checkpointed, checkpointed_criterion)):
         one_model.train()

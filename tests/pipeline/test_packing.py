@@ -150,11 +150,14 @@ def test_the_loss_of_one_packed_sentence_sends_no_gradient_into_the_others_of_it
     assert grad[(owner != victim) & real].sum() == 0
 
 
-def test_layers_that_run_forward_again_in_the_backward_pass_keep_one_sentence_a_row(data_bin, caplog):
-    """With --checkpoint-activations a layer's forward runs again in the backward pass, after the
-    masks that confine its attention are gone: such a model trains one sentence a row, and says so."""
+def test_layers_that_run_forward_again_without_the_masks_keep_one_sentence_a_row(data_bin, caplog):
+    """With fairseq's --checkpoint-activations a layer's forward runs again in the backward pass, after
+    the masks that confine its attention are gone: such a model trains one sentence a row, and says
+    so. The memory model's layers run again under their first run's masks, and pack."""
     caplog.set_level(logging.INFO, logger="memory_nmt.pipeline.task")
     task, _, _, _ = build(data_bin, *SENTENCE, "--checkpoint-activations")
-    assert ("one sentence a row (its encoder's layers run forward again in the backward pass "
-            "(--checkpoint-activations))") in caplog.text
+    assert ("one sentence a row (its encoder's layers run forward again in the backward pass, without the masks "
+            "(fairseq's --checkpoint-activations))") in caplog.text
     assert task.regime.training.packed_width is None
+    memory, _, _, _ = build(data_bin, *TINY_MODEL, "--checkpoint-activations")
+    assert memory.regime.training.packed_width is not None

@@ -62,11 +62,12 @@ def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path)
     table = run_script(
         "benchmark_training.py", "--documents", "40", "--warmup", "1", "--updates", "1", "--repeats", "1",
         "--gradient-reaches", "window,0", "--optimization-window", "2", "--systems", "amn", "--workdir", str(tmp_path),
+        "--checkpoint-activations",
     )
     rows_table, decomposition = table.split("arithmetic per target token in F = ")
     rows = rows_of(rows_table)
     assert set(rows) == {"transformer", "transformer, document batches", "memory, window", "memory, window, recompute",
-                         "memory, reach 0", "associated memory"}
+                         "memory, window, checkpointed", "memory, reach 0", "associated memory"}
     assert all(len(cells) == 11 for cells in rows.values())
     assert rows["transformer"][1] == "1.000" and rows["transformer"][8] == "1.000"
     assert float(rows["associated memory"][4]) == 1.0, "one forward pass an update: a batch of sentences"
@@ -82,6 +83,12 @@ def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path)
     assert abs(sum(window) - float(parts["total"][0].split()[0])) < 0.02, "the parts add up"
     gradient = [float(cell) for cell in parts["the gradient to earlier sentences"]]
     assert 0 < gradient[0] < gradient[1], "the states a window passes on; more with the step recomputed"
+    assert len(gradient) == 2, "no part of the checkpointed row is the gradient's: its layers run forward again"
+    checkpointed = re.search(r"memory, window, checkpointed/memory, window: peak memory [\d.]+, tokens/s [\d.]+, "
+                             r"arithmetic ([\d.]+) \(every layer's forward again; padding ([\d.]+)\)", table)
+    assert checkpointed and float(checkpointed[1]) > 1.1, "each layer's forward again"
+    assert float(checkpointed[2]) == float(rows["memory, window, checkpointed"][3]) == float(rows["memory, window"][3]), \
+        "the same packed rows"
 
 
 def test_decoding_benchmark_compares_the_same_hypotheses():
