@@ -49,9 +49,9 @@ logger = logging.getLogger(__name__)
 LAYER = re.compile(r"(.*\.layers)\.(\d+)\.")
 ARCHITECTURE_HINT = (
     "build the model with the checkpoint's architecture options (layers, embedding and feed-forward "
-    "dimensions, heads, pre-norm layers, positions, embedding norm, embedding sharing) and binarize the data with its dictionary (a pretrained "
-    "multilingual checkpoint's holds its language tokens too: give its --langs; memory-nmt-checkpoint-options "
-    "prints both)"
+    "dimensions, heads, pre-norm layers, positions, embedding norm, embedding sharing) and binarize the "
+    "data with its dictionary (a pretrained multilingual checkpoint's holds its language tokens too: give "
+    "its --langs; memory-nmt-checkpoint-options prints both)"
 )
 
 
@@ -168,8 +168,8 @@ def transformer_family(system) -> bool:
 
 def check_options(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model: nn.Module, model_cfg):
     """Refuse ``path`` where its tensors do not fit ``model`` and it was built with other options that
-    shape tensors than ``model_cfg``'s, naming those options (and the others it was built with); warn where it
-    was built with other options that shape no tensor but what the model computes."""
+    shape tensors than ``model_cfg``'s, naming those (and the others it differs in); warn where it was
+    built with other options that shape no tensor but what the model computes."""
     if checkpoint_cfg is None:
         return
     unfit = first_difference(model, state_dict, fresh_parameters(model, state_dict))

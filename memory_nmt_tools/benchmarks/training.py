@@ -38,15 +38,15 @@ one step, where drop is refused), and once more for the first recomputing the wi
 step (K steps with K) at the next window's start (``recompute``): what the reach and the
 recomputation cost in speed, memory and arithmetic; with --checkpoint-activations, once more for
 the first with ``--checkpoint-activations`` (every layer's forward run again in the backward pass):
-what that saves in peak memory and costs. (Passes/update
-counts the data's forward passes; recomputed passes show in the time and the arithmetic.) Then the arithmetic of each memory
-mode is decomposed, in units of F, the transformer's forward pass per target token on its own
-batches (its forward and backward are about 3F): the transformer's forward and backward, the
-padding of the memory model's batches (the transformer on them, less the transformer on its own),
-the memory's reading and writing (the memory model with a reach of 0, less the transformer on the
-same batches: needs 0 among --gradient-reaches) and the gradient machinery (the mode, less a reach
-of 0: the backward pass through the states a window's sentences pass on, the recomputed step with
-``recompute``, and with a reach of K the gradient passes and second backward passes of
+what that saves in peak memory and costs. (Passes/update counts the data's forward passes;
+recomputed passes show in the time and the arithmetic.) Then the arithmetic of each memory mode but
+the checkpointed one is decomposed, in units of F, the transformer's forward pass per target token
+on its own batches (its forward and backward are about 3F): the transformer's forward and backward,
+the padding of the memory model's batches (the transformer on them, less the transformer on its
+own), the memory's reading and writing (the memory model with a reach of 0, less the transformer on
+the same batches: needs 0 among --gradient-reaches) and the gradient machinery (the mode, less a
+reach of 0: the backward pass through the states a window's sentences pass on, the recomputed step
+with ``recompute``, and with a reach of K the gradient passes and second backward passes of
 ``truncation.py``).
 
 --profile also prints where each model's time goes over --updates more updates of each: the

@@ -1,5 +1,5 @@
 """Document batching: docids checks, lanes and groups, --max-tokens, workers, windows, passes,
-and the data loader's worker processes."""
+the data loader's worker processes and the thread that makes batches ahead."""
 import collections
 import gc
 import logging
