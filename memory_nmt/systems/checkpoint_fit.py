@@ -36,12 +36,12 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.models.bart import BARTModel
 from fairseq.models.transformer import TransformerModel
 from torch import Tensor, nn
 
 from ..pipeline.errors import InputError
 from ..pipeline.option_ranges import flag_of
-from ..pipeline.system import DocumentSystem
 from .context_parameters import context_modules, is_context_parameter
 
 logger = logging.getLogger(__name__)
@@ -161,9 +161,10 @@ def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model
 
 
 def transformer_family(system) -> bool:
-    """Whether ``system`` (a model class) is fairseq's transformer or one of its own kind (BART, mBART),
-    whose weights start a document system as a plain transformer's do."""
-    return isinstance(system, type) and issubclass(system, TransformerModel) and not issubclass(system, DocumentSystem)
+    """Whether ``system`` (a model class) is fairseq's transformer or BART's (mBART's), whose weights
+    start a document system as a plain transformer's do (fairseq's other subclasses of the
+    transformer, non-autoregressive ones among them, are other systems)."""
+    return system is TransformerModel or (isinstance(system, type) and issubclass(system, BARTModel))
 
 
 def check_options(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model: nn.Module, model_cfg):
@@ -188,7 +189,8 @@ def check_options(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], mode
 def other_options(checkpoint_cfg, model_cfg, names: Iterable[str]) -> List[str]:
     """Of ``names``, the options ``checkpoint_cfg`` has where ``model_cfg``'s differ, as a command line gives
     them: ``--layernorm-embedding``, ``no --encoder-learned-pos``, ``--encoder-embed-dim 1024 (this model's:
-    512)``. A value one config lacks is not compared (a checkpoint from before fairseq had the option)."""
+    512)``. A flag one config lacks is off; a value one config lacks is not compared (a checkpoint from
+    before fairseq had the option)."""
     differing = []
     for name in names:
         theirs, own = config_value(checkpoint_cfg, name), config_value(model_cfg, name)

@@ -51,7 +51,8 @@ def from_pretrained_run(tmp_path_factory):
          "--decoder-langtok", "--sampling-method", "temperature", "--arch", "mbart_base", *PRETRAINED_SHAPE,
          "--encoder-normalize-before", "--decoder-normalize-before", "--optimizer", "adam", "--lr", "1e-3",
          "--max-update", "2", "--max-tokens", "1024", "--cpu", "--criterion", "label_smoothed_cross_entropy",
-         "--save-dir", str(tmp_path / "pretrained"), "--no-epoch-checkpoints", "-s", "en", "-t", "de"],
+         "--save-dir", str(tmp_path / "pretrained"), "--no-epoch-checkpoints", "-s", "en", "-t", "de",
+         "--data-buffer-size", "0"],  # fairseq alone: no thread making batches that could abort its exit
         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert pretrain.returncode == 0, pretrain.stderr[-3000:]
     shutil.copyfile(tmp_path / "pretrained" / "checkpoint_last.pt", environment["PRETRAINED"])

@@ -59,6 +59,7 @@ def test_finetune_from_sentence_checkpoint_through_the_cli(data_bin, sentence_ch
     first = run([*command, "--max-update", "3"])
     log = first.stdout + first.stderr
     assert "optimizer, lr scheduler, meters, dataloader will be reset" in log
+    assert "computes otherwise than it did" not in log, "the sentence model's own options: no warning"
     loaded, new = fitted_parameters(log)
     assert loaded[1] == TINY_TRANSFORMER_MODULES
     assert new[1] == "encoder.layers.1.memory, decoder.layers.1.memory"
