@@ -1,21 +1,21 @@
 """``document_translation``: fairseq's translation task, fed and decoded document by document.
 
 Datasets are fairseq-preprocess output plus ``{split}.{src}-{tgt}.docids`` (``data.py``).
-``build_model`` chooses, once, how the model's batches are planned from what its system
-declares (``regime.py``); ``get_batch_iterator`` asks that regime's planner (``planners.py``)
-for the epoch's batches: for the training split, when fairseq-train trains the model, what its
-papers train it on (windows of sentence steps of documents in lanes that refill, batches of
-whole chunks, or shuffled sentences with their context); for other splits, and every split of a
-model loaded from a checkpoint to translate or score, one sentence step an item, never shuffled
-inside a group; fairseq takes them from the task's epoch iterator (``batch_iterator.py``).
-``train_step`` trains on a batch (read as its type, ``samples.py``) through the criterion
-(``criterion.py``), which owns what the lanes carry, and ``build_generator`` returns the document
-generator (``generator.py``), so ``fairseq-train`` and ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and the hub's documents, are placed in documents by
-``interactive.py``. Whatever ``--arch`` builds is run as a document system (``system.py``): a
-model that mixes in ``DocumentSystem`` with its context, any other fairseq encoder-decoder model
-sentence by sentence. A system whose sentences read context sentences the data chooses
-(``chosen_context.py``) gets every split's batches from the split's view for the run's
-``--seed`` and the epoch.
+``build_model`` chooses, once, how the model's batches are planned from what its system declares
+(``regime.py``); ``get_batch_iterator`` asks that regime's planner (``planners.py``) for the
+epoch's batches: for the training split, when fairseq-train trains the model, what its papers
+train it on (windows of sentence steps of documents in lanes that refill, batches of whole chunks,
+or shuffled sentences with their context); for other splits, and every split of a model loaded
+from a checkpoint to translate or score, one sentence step an item, never shuffled inside a group;
+fairseq takes them from the task's epoch iterator (``batch_iterator.py``). ``train_step`` trains
+on a batch (read as its type, ``samples.py``) through the criterion (``criterion.py``), which owns
+what the lanes carry, and ``build_generator`` returns the document generator (``generator.py``),
+so ``fairseq-train`` and ``fairseq-generate`` work unchanged. fairseq-interactive's lines, and the
+hub's documents, are placed in documents by ``interactive.py``. Whatever ``--arch`` builds is run
+as a document system (``system.py``): a model that mixes in ``DocumentSystem`` with its context,
+any other fairseq encoder-decoder model sentence by sentence. A system whose sentences read
+context sentences the data chooses (``chosen_context.py``) gets every split's batches from the
+split's view for the run's ``--seed`` and the epoch.
 """
 import ast
 import glob
