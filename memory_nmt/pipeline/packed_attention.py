@@ -25,8 +25,8 @@ layer the plugin recomputes itself (the memory model's, ``systems/recurrent_memo
 recomputed_layers.py``, marked ``RECOMPUTES_CONFINED``) takes the masks of its first run
 (``confinement_of``) and runs again under them (``confined_again``).
 """
-import weakref
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Callable, Dict, Optional
 
 import torch.nn.functional as F
@@ -38,7 +38,8 @@ from .packing import PackedRows
 
 POSITIONS = (SinusoidalPositionalEmbedding, LearnedPositionalEmbedding)
 RECOMPUTES_CONFINED = "recomputes_confined_to_sentences"  # on a layer whose recomputation keeps the masks
-CONFINING: "weakref.WeakKeyDictionary[nn.Module, Callable]" = weakref.WeakKeyDictionary()  # attention: its mask's hook
+# the call's attention modules, each with the hook that gives it its mask, while confined_to_sentences is open
+_MASK_HOOKS_OF_THE_CALL: ContextVar[Optional[Dict[nn.Module, Callable]]] = ContextVar("mask_hooks", default=None)
 
 
 def why_not_confinable(model) -> Optional[str]:
@@ -91,7 +92,7 @@ def confined_to_sentences(model, rows: PackedRows):
     """While open, ``model``'s encoder and decoder compute each of the packed sentences of ``rows``
     as if it were alone in its row (see the module's docstring)."""
     model = unwrapped(model)
-    handles, confined = [], []
+    handles, mask_hooks = [], {}
 
     def positions_of(side):
         positions = getattr(rows, f"{side}_positions")
@@ -114,9 +115,9 @@ def confined_to_sentences(model, rows: PackedRows):
             return args, kwargs
 
         handles.append(attention.register_forward_pre_hook(with_mask, with_kwargs=True))
-        confined.append(attention)
-        CONFINING[attention] = with_mask
+        mask_hooks[attention] = with_mask
 
+    call = _MASK_HOOKS_OF_THE_CALL.set(mask_hooks)
     try:
         for side, part in (("source", model.encoder), ("target", model.decoder)):
             if part.embed_positions is not None:
@@ -133,14 +134,14 @@ def confined_to_sentences(model, rows: PackedRows):
     finally:
         for handle in handles:
             handle.remove()
-        for attention in confined:
-            CONFINING.pop(attention, None)
+        _MASK_HOOKS_OF_THE_CALL.reset(call)
 
 
 def confinement_of(layer: nn.Module) -> Dict[nn.Module, Callable]:
     """The hooks that confine ``layer``'s attention modules to the packed sentences of the call now
     running (none outside ``confined_to_sentences``)."""
-    return {module: CONFINING[module] for module in layer.modules() if module in CONFINING}
+    mask_hooks = _MASK_HOOKS_OF_THE_CALL.get() or {}
+    return {module: mask_hooks[module] for module in layer.modules() if module in mask_hooks}
 
 
 @contextmanager

@@ -173,11 +173,10 @@ def check_options(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], mode
     built with other options that shape no tensor but what the model computes."""
     if checkpoint_cfg is None:
         return
-    unfit = first_difference(model, state_dict, fresh_parameters(model, state_dict))
-    shaping = other_options(checkpoint_cfg, model_cfg, SHAPING_TENSORS) if unfit else []
+    shaping = other_options(checkpoint_cfg, model_cfg, SHAPING_TENSORS)
     computing = other_options(checkpoint_cfg, model_cfg, SHAPING_NO_TENSOR)
     fix = f"give the checkpoint's (memory-nmt-checkpoint-options {path} prints them)"
-    if shaping:
+    if shaping and first_difference(model, state_dict, fresh_parameters(model, state_dict)):
         raise CheckpointMismatchError(
             f"{path} does not fit this model: it was built with {', '.join(shaping + computing)}; {fix}"
         )

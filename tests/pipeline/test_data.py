@@ -301,13 +301,10 @@ def test_data_loader_workers_stop_when_the_epochs_last_batch_is_taken(data_bin, 
 
 
 STOPPED_INSIDE_AN_EPOCH = """
-import sys
-
 import torch
 from fairseq.data import iterators
 
-if sys.argv[1] == "plugin":
-    import memory_nmt
+import memory_nmt  # noqa: F401  (the plugin stops the thread before exit)
 
 class Sentences(torch.utils.data.Dataset):
     def __len__(self):
@@ -333,8 +330,8 @@ def test_a_run_stopped_inside_an_epoch_exits_while_batches_are_made_ahead():
     thread inside C++ and the process aborted ("terminate called without an active exception",
     exit status -6) after its last checkpoint. Once the plugin is imported, the thread of any
     fairseq iterator is stopped before exit (memory_nmt/batches_ahead.py)."""
-    result = subprocess.run([sys.executable, "-c", STOPPED_INSIDE_AN_EPOCH, "plugin"], capture_output=True,
-                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    result = subprocess.run([sys.executable, "-c", STOPPED_INSIDE_AN_EPOCH], capture_output=True, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert "stopped inside the epoch" in result.stdout, result.stderr[-2000:]
     assert result.returncode == 0 and "terminate called" not in result.stderr, (result.returncode, result.stderr[-2000:])
 
