@@ -1,16 +1,16 @@
-"""Lets fairseq load its checkpoints under torch >= 2.6, names a file that is not one, refuses another system's.
+"""Lets fairseq load its checkpoints under torch >= 2.6 with torch's safe unpickling, names a file that is not one, refuses another system's.
 
-torch 2.6 made ``torch.load`` default to ``weights_only=True``, which refuses the
-``argparse.Namespace`` and omegaconf objects every fairseq checkpoint holds, and fairseq
-0.12.x calls ``torch.load`` without saying otherwise. Importing this plugin (``--user-dir
-memory_nmt`` or ``import memory_nmt``) gives fairseq's checkpoint module a ``torch`` whose
-``load`` reads with ``weights_only=False``; every other ``torch.load`` in the process is left
-as it is. Only load checkpoints you trust: unpickling can run code.
+fairseq 0.12.x calls ``torch.load`` without ``weights_only``, so torch (>= 2.6) reads with its
+safe unpickling, which refuses the few classes fairseq's checkpoints hold besides tensors,
+containers and numbers. Importing this plugin adds exactly those to torch's allow-list
+(``torch.serialization.add_safe_globals`` of ``pipeline/checkpoint_files.FAIRSEQ_CHECKPOINT_CLASSES``),
+so every ``torch.load`` fairseq makes stays safe and reads fairseq's checkpoints: its checkpoint
+loader's, and the one with which every data-parallel worker but the first reads the checkpoint
+that the first sent it (fairseq's ``broadcast_object``, in fairseq-train's trainer).
 
-That ``load`` also refuses, naming the file, one that is empty or cut short (a copy or a run
-interrupted while writing it), or that torch wrote but fairseq did not (no ``model`` in it),
-where fairseq would fail with ``EOFError``, ``UnpicklingError``, ``OSError`` or
-``KeyError: 'best_loss'`` from deep inside its loader.
+fairseq's checkpoint loader (``fairseq.checkpoint_utils``) reads through the plugin's
+``load_checkpoint_file``, which refuses on one line, naming the file, one that holds other
+classes, is cut short, or was not written by fairseq (``pipeline/checkpoint_files.py``).
 
 fairseq-train's trainer loads a checkpoint (``--finetune-from-model``, or the run it resumes)
 inside a ``try`` that turns any error into "please ensure that the architectures match", with
@@ -20,7 +20,6 @@ built with other model options that does not fit (``check_options``, which names
 """
 import functools
 import os
-import pickle
 import types
 import zipfile
 
@@ -28,34 +27,13 @@ import torch
 from fairseq import checkpoint_utils
 from fairseq.trainer import Trainer
 
-from .pipeline.errors import InputError
+from .pipeline.checkpoint_files import FAIRSEQ_CHECKPOINT_CLASSES, load_checkpoint_file
 from .systems.checkpoint_fit import check_options, check_system
 
 
-class CheckpointFileError(InputError):
-    """A file given as a checkpoint is not a whole fairseq checkpoint; the message names it."""
-
-
-def load_checkpoint_file(f, *args, **kwargs):
-    """``torch.load`` of a fairseq checkpoint (an open file or a path), trusting its contents."""
-    name = getattr(f, "name", f)
-    try:
-        state = torch.load(f, *args, weights_only=False, **kwargs)
-    except (EOFError, OSError, RuntimeError, pickle.UnpicklingError) as error:
-        raise CheckpointFileError(
-            f"{name}: cannot be read as a checkpoint ({type(error).__name__}: {error}); an empty or "
-            "cut-short file (a copy, or a run stopped while writing it): copy or write it again"
-        ) from error
-    if not isinstance(state, dict) or "model" not in state:
-        raise CheckpointFileError(
-            f"{name}: torch can read it, but it is not a fairseq checkpoint (no 'model' in it): give a "
-            "checkpoint that fairseq-train wrote (checkpoint_best.pt, checkpoint_last.pt, ...)"
-        )
-    return state
-
-
 class _TorchLoadingFairseqCheckpoints(types.ModuleType):
-    """``torch`` as fairseq's checkpoint code sees it: the same module, but ``load`` trusts the file."""
+    """``torch`` as fairseq's checkpoint code sees it: the same module, but ``load`` refuses what is not
+    a fairseq checkpoint, on one line."""
 
     def __init__(self):
         super().__init__("torch")
@@ -76,8 +54,9 @@ def starts_from_weights(checkpoint_cfg, filename: str, reset_optimizer: bool) ->
 
 
 def allow_fairseq_checkpoints():
-    """Make ``fairseq.checkpoint_utils`` load full checkpoints, and fairseq's trainer refuse another
-    system's (idempotent)."""
+    """Let torch's safe unpickling read fairseq's checkpoints, ``fairseq.checkpoint_utils`` refuse a file
+    that is not one, and fairseq's trainer refuse another system's (idempotent)."""
+    torch.serialization.add_safe_globals(FAIRSEQ_CHECKPOINT_CLASSES)
     if not isinstance(checkpoint_utils.torch, _TorchLoadingFairseqCheckpoints):
         checkpoint_utils.torch = _TorchLoadingFairseqCheckpoints()
     fairseq_load = Trainer.load_checkpoint

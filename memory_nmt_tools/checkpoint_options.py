@@ -22,6 +22,7 @@ file: ``--lang-dict ML50_langs.txt``; NLLB's data-source tags after its language
 languages`` the language options alone, which fairseq-generate and fairseq-interactive take too.
 """
 import argparse
+import dataclasses
 import shlex
 import sys
 from typing import List, Optional
@@ -29,10 +30,11 @@ from typing import List, Optional
 from fairseq import checkpoint_utils
 
 # importing the plugin makes fairseq's checkpoints readable (memory_nmt/readable_checkpoints.py)
-from memory_nmt.pipeline.option_ranges import flag_of
-from memory_nmt.systems.checkpoint_fit import MODEL_OPTIONS, config_value
-
-MULTILINGUAL_TASK = "translation_multi_simple_epoch"
+from memory_nmt.pipeline.checkpoint_files import config_value
+from memory_nmt.pipeline.checkpoint_languages import LanguageOptions
+from memory_nmt.pipeline.language_tokens import read_lang_dict
+from memory_nmt.pipeline.option_ranges import OptionError, flag_of
+from memory_nmt.systems.checkpoint_fit import MODEL_OPTIONS
 
 
 class CheckpointOptionsError(Exception):
@@ -66,31 +68,30 @@ def checkpoint_options(path: str, only: str = "all", lang_dict: Optional[str] = 
 
 
 def language_options(path: str, task, lang_dict: Optional[str]) -> List[str]:
-    """The document task's language-token options that place the tokens as ``task`` (a config) did."""
-    langs = config_value(task, "langs")
-    if config_value(task, "lang_dict") and not langs:
-        if lang_dict is None:
-            raise CheckpointOptionsError(
-                f"{path}: its task read its languages from --lang-dict {config_value(task, 'lang_dict')}: give "
-                "that file (the checkpoint's languages, one a line in its order; mBART-50's ML50_langs.txt) as "
-                "--lang-dict")
-        options = ["--lang-dict", lang_dict]
-    elif lang_dict is not None:
+    """The document task's language-token options that place the tokens as ``task`` (a checkpoint's
+    task config) did (``memory_nmt/pipeline/checkpoint_languages.py``); ``lang_dict`` is checked: a
+    file that cannot be read, names no language or lacks one the checkpoint's task named is refused."""
+    theirs = LanguageOptions.of_checkpoint(task)
+    if lang_dict is not None and not theirs.lang_dict:
         raise CheckpointOptionsError(f"{path}: names its languages itself (--langs), so --lang-dict is not needed")
-    elif langs:
-        options = ["--langs", ",".join(langs) if isinstance(langs, (list, tuple)) else str(langs)]
-    else:
-        return []
-    if config_value(task, "add_data_source_prefix_tags"):
-        options.append("--add-data-source-prefix-tags")
-    encoder_langtok, decoder_langtok = config_value(task, "encoder_langtok"), config_value(task, "decoder_langtok")
-    if config_value(task, "_name") == MULTILINGUAL_TASK or encoder_langtok or decoder_langtok:
-        options += ["--lang-tok-style", str(config_value(task, "lang_tok_style") or "multilingual")]
-        if encoder_langtok:
-            options += ["--encoder-langtok", str(encoder_langtok)]
-        if decoder_langtok:
-            options.append("--decoder-langtok")
-    return options
+    if theirs.lang_dict and not theirs.langs and lang_dict is None:
+        raise CheckpointOptionsError(
+            f"{path}: its task read its languages from --lang-dict {theirs.lang_dict}: give that file (the "
+            "checkpoint's languages, one a line in its order; mBART-50's ML50_langs.txt) as --lang-dict")
+    if lang_dict is not None:
+        try:
+            langs = read_lang_dict(lang_dict)
+        except OptionError as error:
+            raise CheckpointOptionsError(str(error)) from None
+        lacking = theirs.lacks(langs)
+        if theirs.langs and langs != list(theirs.langs):
+            raise CheckpointOptionsError(f"--lang-dict {lang_dict}: names other languages than {theirs.lang_dict}, "
+                                         f"which {path} was trained with: give that file")
+        if lacking:
+            raise CheckpointOptionsError(f"--lang-dict {lang_dict}: lacks {', '.join(lacking)}, which {path} was "
+                                         "trained on: give the file of the checkpoint's languages")
+        theirs = dataclasses.replace(theirs, langs=tuple(langs), lang_dict=lang_dict)
+    return theirs.command_line()
 
 
 def main(argv=None):

@@ -29,9 +29,7 @@ from fairseq import checkpoint_utils, options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from memory_nmt.evaluation import contrastive
-from memory_nmt.systems.checkpoint_fit import config_value
 
-from .checkpoint_options import language_options
 
 BITS = 1 / math.log(2)
 PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
@@ -65,12 +63,10 @@ def split_cross_entropy(path, data, subset, max_tokens=None, batch_size=None, us
                         model_overrides=None):
     """(summed nll in nats, target tokens) of the checkpoint at ``path`` on ``subset`` of ``data``,
     teacher-forced document by document as fairseq-validate scores it, with the language tokens of
-    the task it was trained in (a pretrained checkpoint's: ``checkpoint_options.py``)."""
+    the task it was trained in (the document task takes them from the checkpoint: ``checkpoint_languages.py``)."""
     state = checkpoint_utils.load_checkpoint_to_cpu(str(path), arg_overrides=model_overrides)
-    trained_task = config_value(state.get("cfg") or {}, "task") or {}
-    command = [str(data), "--user-dir", str(PLUGIN), "--task", "document_translation",
-               "--criterion", "document_label_smoothed_cross_entropy", "--valid-subset", subset,
-               *language_options(str(path), trained_task, config_value(trained_task, "lang_dict"))]
+    command = [str(data), "--user-dir", str(PLUGIN), "--task", "document_translation", "--path", str(path),
+               "--criterion", "document_label_smoothed_cross_entropy", "--valid-subset", subset]
     command += ["--max-tokens", str(max_tokens)] if max_tokens is not None else []
     command += ["--batch-size", str(batch_size)] if batch_size is not None else []
     command += [] if use_cuda else ["--cpu"]

@@ -1,5 +1,6 @@
 """What every test module shares: a tiny synthetic document corpus binarized with fairseq-preprocess,
-checkpoints trained on it, a tiny sentencepiece model standing in for a pretrained checkpoint's,
+checkpoints trained on it, two tiny pretrained checkpoints with language tokens (mBART-shaped and
+multilingual), a tiny sentencepiece model standing in for a pretrained checkpoint's,
 fairseq tasks/models/criteria built from command-line arguments as fairseq-train builds them, and
 the contract checks every system reuses (walk, context reach, decoding, the stock CLIs and the hub
 alike).
@@ -141,6 +142,45 @@ def concat_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
     log = result.stdout + result.stderr
     assert "num_updates 4" in log and f"loading pretrained model from {sentence_checkpoint}" in log
     return save_dir / "checkpoint_last.pt"
+
+
+# the pretrained checkpoints' shape, training and tasks
+PRETRAINED_SHAPE = [
+    "--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "4",
+    "--decoder-attention-heads", "4", "--dropout", "0.0", "--encoder-normalize-before", "--decoder-normalize-before",
+]
+PRETRAINING = [
+    "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2",
+    "--max-update", "3", "--max-tokens", "200", "--cpu", "--seed", "1", "--log-format", "simple",
+    "--no-epoch-checkpoints", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    "--required-batch-size-multiple", "1", "-s", "en", "-t", "de",
+    "--data-buffer-size", "0",  # fairseq alone: no thread making batches to abort its exit (memory_nmt/batches_ahead.py)
+]
+BART_TASK = ["--task", "translation_from_pretrained_bart", "--langs", "en,de"]
+MULTILINGUAL_TASK = ["--task", "translation_multi_simple_epoch", "--lang-pairs", "en-de", "--langs", "en,de",
+                     "--encoder-langtok", "src", "--decoder-langtok", "--sampling-method", "temperature"]
+# fairseq 0.12's translation_from_pretrained_bart reads self.args, which its TranslationTask base no
+# longer sets; the fixture runs fairseq-train with the task's config under that name.
+WITH_BART_TASK_FIXED = (
+    "import sys; from fairseq.tasks.translation_from_pretrained_bart import TranslationFromPretrainedBARTTask as T; "
+    "T.args = property(lambda self: self.cfg); from fairseq_cli.train import cli_main; "
+    "sys.argv = ['fairseq-train', *sys.argv[1:]]; cli_main()"
+)
+
+
+@pytest.fixture(scope="session")
+def pretrained(data_bin, tmp_path_factory):
+    """{layout: checkpoint} of two tiny pretrained checkpoints with language tokens, each trained 3 updates by its
+    own fairseq task: an mBART-shaped one (``translation_from_pretrained_bart``: pre-norm, learned positions,
+    embedding norm, ``x </s> [en]`` -> ``y </s> [de]``) and a pre-norm multilingual transformer
+    (``translation_multi_simple_epoch``: ``__en__ x </s>`` -> ``__de__ y </s>``)."""
+    root = tmp_path_factory.mktemp("pretrained")
+    run([sys.executable, "-c", WITH_BART_TASK_FIXED, str(data_bin), *BART_TASK, "--arch", "mbart_base",
+         *PRETRAINED_SHAPE, *PRETRAINING, "--save-dir", str(root / "mbart")])
+    run([fairseq_command("fairseq-train"), str(data_bin), *MULTILINGUAL_TASK, "--arch", "transformer",
+         "--share-all-embeddings", *PRETRAINED_SHAPE, *PRETRAINING, "--save-dir", str(root / "multilingual")])
+    return {layout: str(root / layout / "checkpoint_last.pt") for layout in ("mbart", "multilingual")}
 
 
 TRAIN_EN = ["the lower house passed the new budget .", "the lowest prices were newer .",

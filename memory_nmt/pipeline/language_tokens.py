@@ -152,14 +152,19 @@ def languages(cfg) -> List[str]:
         raise OptionError("--langs and --lang-dict both name the checkpoint's languages: give one of them")
     if not cfg.lang_dict:
         return [lang.strip() for lang in (cfg.langs or "").split(",") if lang.strip()]
+    return read_lang_dict(cfg.lang_dict)
+
+
+def read_lang_dict(path: str) -> List[str]:
+    """The languages of a ``--lang-dict`` file, one a line (as translation_multi_simple_epoch reads it)."""
     fix = "give the file of the checkpoint's languages, one a line in its order (mBART-50's ML50_langs.txt)"
     try:
-        with open(cfg.lang_dict, encoding="utf-8") as lines:
+        with open(path, encoding="utf-8") as lines:
             langs = [lang.strip() for lang in lines if lang.strip()]
     except OSError as error:
-        raise OptionError(f"--lang-dict {cfg.lang_dict}: cannot read it ({error.strerror}); {fix}") from None
+        raise OptionError(f"--lang-dict {path}: cannot read it ({error.strerror}); {fix}") from None
     if not langs:
-        raise OptionError(f"--lang-dict {cfg.lang_dict}: names no language; {fix}")
+        raise OptionError(f"--lang-dict {path}: names no language; {fix}")
     return langs
 
 

@@ -37,6 +37,7 @@ from omegaconf import II
 from omegaconf.errors import InterpolationResolutionError
 
 from .batch_iterator import DocumentBatchIterator
+from .checkpoint_languages import checkpoints_loaded, take_checkpoint_languages
 from .chosen_context import check_split
 from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
 from .data import DocumentDataError, DocumentDataset, read_docids
@@ -224,11 +225,21 @@ class DocumentTranslationConfig(TranslationConfig):
                           "option of that name does (NLLB-200's checkpoints hold their embeddings); no sentence "
                           "gets one"},
     )
+    change_languages: bool = field(
+        default=False,
+        metadata={"help": "take this command line's language options (--langs, --lang-dict, --lang-tok-style, "
+                          "--encoder-langtok, --decoder-langtok, --add-data-source-prefix-tags) where they differ from "
+                          "those of the checkpoint it loads (train a pretrained model on other languages); without "
+                          "it such a run is refused, and one that gives none takes the checkpoint's"},
+    )
     distributed_world_size: int = II("distributed_training.distributed_world_size")
     ddp_backend: str = II("distributed_training.ddp_backend")
     update_freq: List[int] = II("optimization.update_freq")
     checkpoint_paths: Optional[str] = II("common_eval.path")  # what fairseq-generate and -interactive load
     model_overrides: str = II("common_eval.model_overrides")  # ... with these options changed
+    finetune_from_model: Optional[str] = II("checkpoint.finetune_from_model")  # what fairseq-train loads, unless
+    restore_file: Optional[str] = II("checkpoint.restore_file")  # ... it resumes a run
+    save_dir: Optional[str] = II("checkpoint.save_dir")
 
 
 @register_task("document_translation", dataclass=DocumentTranslationConfig)
@@ -238,6 +249,18 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
     @classmethod
     def add_args(cls, parser):
         add_with_ranges(parser, DocumentTranslationConfig())
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        """The task of a run, its language options taken from or checked against the checkpoint it
+        loads (``checkpoint_languages.py``) before its dictionaries get their language tokens; a task
+        built from a checkpoint's own config (the hub's) has the checkpoint's."""
+        if not kwargs.get("from_checkpoint"):
+            paths = from_the_run(cfg, "checkpoint_paths")
+            checkpoints = checkpoints_loaded(paths, *(from_the_run(cfg, name) for name in
+                                                      ("finetune_from_model", "restore_file", "save_dir")))
+            take_checkpoint_languages(cfg, checkpoints, training=not paths)
+        return super().setup_task(cfg, **kwargs)
 
     def __init__(self, cfg: DocumentTranslationConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)

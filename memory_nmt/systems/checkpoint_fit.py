@@ -31,7 +31,6 @@ first parameter that differs.
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Mapping
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
@@ -40,6 +39,7 @@ from fairseq.models.bart import BARTModel
 from fairseq.models.transformer import TransformerModel
 from torch import Tensor, nn
 
+from ..pipeline.checkpoint_files import config_value
 from ..pipeline.errors import InputError
 from ..pipeline.option_ranges import flag_of
 from .context_parameters import context_modules, is_context_parameter
@@ -204,14 +204,6 @@ def other_options(checkpoint_cfg, model_cfg, names: Iterable[str]) -> List[str]:
 def arch(model_cfg) -> Optional[str]:
     """The architecture a model config (fairseq's namespace or dict) names, as fairseq's ``build_model`` reads it."""
     return config_value(model_cfg, "_name") or config_value(model_cfg, "arch")
-
-
-def config_value(config, name: str):
-    """An option's value in a model or task config: fairseq's namespace (older checkpoints), dict or
-    omegaconf config; None where it has none."""
-    if isinstance(config, Mapping):
-        return config.get(name)
-    return getattr(config, name, None)
 
 
 def first_difference(model: nn.Module, state_dict: Dict[str, Tensor], fresh: Iterable[str] = ()) -> Optional[str]:

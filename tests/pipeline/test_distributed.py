@@ -1,4 +1,6 @@
-"""Data-parallel training on fairseq's own engine: torchrun, gloo, CPU-only workers."""
+"""Data-parallel training on fairseq's own engine: torchrun, gloo, CPU-only workers; a run on two workers
+resumes inside an epoch and finetunes from a sentence model's and a pretrained checkpoint (every worker
+but the first reads the checkpoint the first sends it, with torch's safe unpickling)."""
 import re
 import shutil
 import subprocess
@@ -83,3 +85,45 @@ def test_two_workers_follow_one_worker_with_update_freq_2(data_bin, tmp_path):
     # other pairs of windows, so other updates: 0.05 (rows padded) and 0.12 (packed) apart at the
     # 8th update when measured, where the loss has fallen by 1.1
     assert abs(losses[0][-1] - losses[1][-1]) < 0.15, losses
+
+
+def on_two_workers(*arguments):
+    """fairseq-train on two CPU workers under torchrun (its log)."""
+    command = [str(Path(sys.executable).with_name("torchrun")), "--nproc_per_node", "2",
+               fairseq_command("fairseq-train"), *arguments, "--cpu", "--distributed-backend", "gloo",
+               "--ddp-backend", "legacy_ddp", "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-3000:]
+    return log
+
+
+def test_two_workers_finetune_and_resume_inside_an_epoch_as_one_run(data_bin, sentence_checkpoint, tmp_path):
+    """Finetuned from a sentence model's checkpoint, stopped after 2 of the epoch's 4 updates and resumed:
+    the losses are the uninterrupted run's (rank 1 once failed to read the checkpoint rank 0 sent it)."""
+    arguments = [str(data_bin), "--user-dir", str(PLUGIN), "--task", "document_translation", *TINY_MODEL,
+                 "--criterion", "document_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+                 "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2",
+                 "--max-tokens", "100", "--seed", "1", "--finetune-from-model", str(sentence_checkpoint)]
+    losses = lambda log: re.findall(r" loss=([0-9.]+)", log)  # noqa: E731
+    whole = on_two_workers(*arguments, "--save-dir", str(tmp_path / "whole"), "--max-update", "4")
+    first = on_two_workers(*arguments, "--save-dir", str(tmp_path / "split"), "--max-update", "2")
+    resumed = on_two_workers(*arguments, "--save-dir", str(tmp_path / "split"), "--max-update", "4")
+    assert f"Loaded checkpoint {sentence_checkpoint} (epoch 1 @ 0 updates)" in first
+    assert re.search(r"Loaded checkpoint .*split/checkpoint_last\.pt \(epoch 1 @ 2 updates\)", resumed), resumed[-3000:]
+    assert re.search(r"epoch 001:\s+4 / 4 ", whole), "the epoch holds 4 updates: the resume is inside it"
+    assert losses(first) + losses(resumed) == losses(whole) and len(losses(whole)) == 4, (first, resumed, whole)
+
+
+def test_two_workers_finetune_from_a_pretrained_checkpoint(data_bin, pretrained, tmp_path):
+    """The mBART-shaped checkpoint, its language options taken from it (the command line gives none)."""
+    from memory_nmt_tools.checkpoint_options import checkpoint_options
+
+    path = pretrained["mbart"]
+    log = on_two_workers(str(data_bin), "--user-dir", str(PLUGIN), "--task", "document_translation",
+                         "--arch", "transformer_recurrent_memory", "--memory-size", "4",
+                         *checkpoint_options(path, "shape"), "--finetune-from-model", path, "-s", "en", "-t", "de",
+                         "--criterion", "document_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "1e-4",
+                         "--max-tokens", "200", "--max-update", "1", "--no-save", "--save-dir", str(tmp_path))
+    assert f"language options of {path}, which this command line does not give: --langs en,de" in log
+    assert f"Loaded checkpoint {path} (epoch 1 @ 0 updates)" in log and "num_updates 1" in log, log[-3000:]

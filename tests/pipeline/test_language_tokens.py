@@ -15,33 +15,11 @@ import torch
 from fairseq import checkpoint_utils, options as fairseq_options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from conftest import PLUGIN, REPO, batches, build, fairseq_command, run
+from conftest import PLUGIN, REPO, batches, build, fairseq_command, run, save_checkpoint
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError, check_options
 from memory_nmt_tools.checkpoint_options import checkpoint_options
 
-TINY_SHAPE = [
-    "--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
-    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "4",
-    "--decoder-attention-heads", "4", "--dropout", "0.0", "--encoder-normalize-before", "--decoder-normalize-before",
-]
-TRAINING = [
-    "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2",
-    "--max-update", "3", "--max-tokens", "200", "--cpu", "--seed", "1", "--log-format", "simple",
-    "--no-epoch-checkpoints", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-    "--required-batch-size-multiple", "1", "-s", "en", "-t", "de",
-    "--data-buffer-size", "0",  # fairseq alone: no thread making batches to abort its exit (memory_nmt/batches_ahead.py)
-]
-BART_TASK = ["--task", "translation_from_pretrained_bart", "--langs", "en,de"]
-MULTILINGUAL_TASK = ["--task", "translation_multi_simple_epoch", "--lang-pairs", "en-de", "--langs", "en,de",
-                     "--encoder-langtok", "src", "--decoder-langtok", "--sampling-method", "temperature"]
-# fairseq 0.12's translation_from_pretrained_bart reads self.args, which its TranslationTask base no
-# longer sets; the fixture runs fairseq-train with the task's config under that name.
-WITH_BART_TASK_FIXED = (
-    "import sys; from fairseq.tasks.translation_from_pretrained_bart import TranslationFromPretrainedBARTTask as T; "
-    "T.args = property(lambda self: self.cfg); from fairseq_cli.train import cli_main; "
-    "sys.argv = ['fairseq-train', *sys.argv[1:]]; cli_main()"
-)
 SYSTEMS = {  # --arch, its options, and which sentences it translates as the sentence model does
     "sentence": (["--arch", "transformer"], "all"),
     "memory": (["--arch", "transformer_recurrent_memory", "--memory-size", "4"], "all"),
@@ -50,17 +28,6 @@ SYSTEMS = {  # --arch, its options, and which sentences it translates as the sen
     "local_global": (["--arch", "transformer_local_global", "--chunk-sentences", "1", "--global-layer", "extra"], "all"),
 }
 DECODING = ["--beam", "3", "--max-len-b", "12"]
-
-
-@pytest.fixture(scope="module")
-def pretrained(data_bin, tmp_path_factory):
-    """{layout: checkpoint}: each trained 3 updates by its own fairseq task."""
-    root = tmp_path_factory.mktemp("pretrained")
-    run([sys.executable, "-c", WITH_BART_TASK_FIXED, str(data_bin), *BART_TASK, "--arch", "mbart_base",
-         *TINY_SHAPE, *TRAINING, "--save-dir", str(root / "mbart")])
-    run([fairseq_command("fairseq-train"), str(data_bin), *MULTILINGUAL_TASK, "--arch", "transformer",
-         "--share-all-embeddings", *TINY_SHAPE, *TRAINING, "--save-dir", str(root / "multilingual")])
-    return {layout: str(root / layout / "checkpoint_last.pt") for layout in ("mbart", "multilingual")}
 
 
 def translations(task, model, samples, generation_options):
@@ -81,7 +48,7 @@ def own_translations(pretrained, data_bin):
     """{layout: translations of the test split by the checkpoint under its own task}."""
     from fairseq.tasks.translation_from_pretrained_bart import TranslationFromPretrainedBARTTask
 
-    with pytest.MonkeyPatch.context() as patch:  # as WITH_BART_TASK_FIXED
+    with pytest.MonkeyPatch.context() as patch:  # as conftest's WITH_BART_TASK_FIXED
         patch.setattr(TranslationFromPretrainedBARTTask, "args", property(lambda self: self.cfg), raising=False)
         own = {}
         for layout, path in pretrained.items():
@@ -263,6 +230,126 @@ def test_a_checkpoint_whose_languages_came_from_a_file_takes_the_file(data_bin, 
     assert task.language_tokens == document_system(data_bin, pretrained["multilingual"], *SYSTEMS["memory"][0])[0].language_tokens
 
 
+def decoding_task(data_bin, path, *options):
+    """The document task as fairseq-generate sets it up to decode ``path``."""
+    from fairseq import tasks
+    from fairseq.utils import import_user_module
+
+    args = fairseq_options.parse_args_and_arch(fairseq_options.get_generation_parser(), [
+        str(data_bin), "--user-dir", str(PLUGIN), "--task", "document_translation", "--path", str(path), *options])
+    cfg = convert_namespace_to_omegaconf(args)
+    import_user_module(cfg.common)
+    return tasks.setup_task(cfg.task)
+
+
+def document_checkpoint(data_bin, path, destination):
+    """A memory model started from ``path`` with its language options, saved as fairseq-train saves it."""
+    _, model, _, cfg = build(data_bin, *checkpoint_options(path), *SYSTEMS["memory"][0])
+    save_checkpoint(model, cfg, destination)
+    return destination
+
+
+LANGUAGE_RUNS = [  # (the checkpoint, this command line's language options, the refusal's words or None)
+    ("mbart", [], None),
+    ("multilingual", [], None),
+    ("document", [], None),  # a memory model finetuned from the multilingual checkpoint
+    ("multilingual", ["--lang-dict", "{en_de}", "--lang-tok-style", "multilingual", "--encoder-langtok", "src",
+                      "--decoder-langtok"], None),
+    ("mbart", ["--langs", "de,en", "--change-languages"], None),
+    ("mbart", ["--langs", "de,en"], "--langs de,en (the checkpoint's: en,de); give the checkpoint's (--langs en,de), or "
+                                    "leave them out to take them from it"),
+    ("mbart", ["--lang-dict", "{de_en}"], "--lang-dict {de_en}: de,en (the checkpoint's: en,de)"),
+    ("mbart", ["--langs", "en,de", "--decoder-langtok"], "--decoder-langtok (the checkpoint has not)"),
+    ("multilingual", ["--langs", "en,de"], "--encoder-langtok none (the checkpoint's: src), no --decoder-langtok (the "
+                                           "checkpoint has it); give the checkpoint's (--langs en,de --lang-tok-style "
+                                           "multilingual --encoder-langtok src --decoder-langtok)"),
+    ("multilingual", ["--langs", "en,de", "--encoder-langtok", "tgt", "--decoder-langtok"],
+     "--encoder-langtok tgt (the checkpoint's: src)"),
+    ("multilingual", ["--langs", "en,de", "--encoder-langtok", "src", "--decoder-langtok", "--lang-tok-style", "mbart"],
+     "--lang-tok-style mbart (the checkpoint's: multilingual)"),
+    ("multilingual", ["--langs", "en,de", "--encoder-langtok", "src", "--decoder-langtok",
+                      "--add-data-source-prefix-tags"], "--add-data-source-prefix-tags (the checkpoint has not)"),
+    ("document", ["--langs", "en,de"], "no --decoder-langtok (the checkpoint has it)"),
+    ("sentence", ["--langs", "en,de"], "--langs en,de (the checkpoint has no language tokens); leave them out, as it "
+                                       "places no language tokens"),
+]
+
+
+@pytest.fixture(scope="module")
+def language_checkpoints(data_bin, pretrained, sentence_checkpoint, tmp_path_factory):
+    """{name: checkpoint} of every LANGUAGE_RUNS case, and {name: file} of two --lang-dict files."""
+    root = tmp_path_factory.mktemp("languages")
+    for name, langs in (("en_de", "en\nde\n"), ("de_en", "de\nen\n")):
+        (root / f"{name}.txt").write_text(langs, encoding="utf-8")
+    checkpoints = {**pretrained, "sentence": str(sentence_checkpoint),
+                   "document": str(document_checkpoint(data_bin, pretrained["multilingual"], root / "document.pt"))}
+    return checkpoints, {name: str(root / f"{name}.txt") for name in ("en_de", "de_en")}
+
+
+LANGUAGE_COMMANDS = [(command, *case) for command in ("fairseq-train --finetune-from-model", "fairseq-generate --path")
+                     for case in LANGUAGE_RUNS if command.startswith("fairseq-train") or "--change-languages" not in case[1]]
+
+
+@pytest.mark.parametrize("command, checkpoint, options, refusal", LANGUAGE_COMMANDS,
+                         ids=[f"{command.split()[0]} {c} {' '.join(o) or 'none'}" for command, c, o, _ in LANGUAGE_COMMANDS])
+def test_a_runs_language_options_are_the_checkpoints(data_bin, language_checkpoints, caplog, command, checkpoint,
+                                                      options, refusal):
+    """Finetuning from a checkpoint, or decoding one: a command line that gives no language options takes
+    the checkpoint's (one log line), one that gives others is refused on one line naming each option with
+    both values (unless --change-languages, in training); a sentence model's checkpoint has none."""
+    checkpoints, files = language_checkpoints
+    path = checkpoints[checkpoint]
+    options = [option.format(**files) for option in options]
+    training = command.startswith("fairseq-train")
+    start = (lambda: build(data_bin, *checkpoint_options(path, "shape"), *SYSTEMS["memory"][0], "--finetune-from-model",
+                           path, *options)[0]) if training else (lambda: decoding_task(data_bin, path, *options))
+    if refusal is not None:
+        with pytest.raises(OptionError) as refused:
+            start()
+        change = ", or --change-languages to train it with these" if training else ""
+        assert str(refused.value).startswith(f"{path} was trained with other language options than this command "
+                                             "line's: "), refused.value
+        assert refusal.format(**files) in str(refused.value) and str(refused.value).endswith(change), refused.value
+        return
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        task = start()
+    taken = [record.getMessage() for record in caplog.records if "which this command line does not give" in
+             record.getMessage()]
+    if options:
+        assert not taken
+        return
+    own = checkpoint_options(path, "languages")
+    assert taken == [f"language options of {path}, which this command line does not give: {' '.join(own)}"]
+    assert task.language_tokens == build(data_bin, *checkpoint_options(path), *SYSTEMS["memory"][0])[0].language_tokens
+
+
+@pytest.mark.parametrize("lang_dict, says", [
+    ("gone.txt", "cannot read it (No such file or directory)"),
+    ("empty.txt", "names no language"),
+    ("de_fr.txt", "lacks en, which {path} was trained on"),
+    ("de_en.txt", "names other languages than {path_file}, which {path} was trained with"),
+])
+def test_checkpoint_options_check_the_lang_dict_they_are_given(pretrained, tmp_path, lang_dict, says):
+    """``memory-nmt-checkpoint-options --lang-dict`` exited 0 with a file it could not read, an empty one, or one
+    naming other languages than the checkpoint's task named (its pairs) or read (its own file, where it is here)."""
+    for name, langs in (("empty.txt", "\n"), ("de_fr.txt", "de\nfr\n"), ("de_en.txt", "de\nen\n"),
+                        ("en_de.txt", "en\nde\n")):
+        (tmp_path / name).write_text(langs, encoding="utf-8")
+    own_file = tmp_path / "en_de.txt" if lang_dict == "de_en.txt" else "/gone/langs.txt"
+    path = saved_as(pretrained["multilingual"], tmp_path / "from_a_file.pt", langs=None, lang_dict=str(own_file))
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), path, "--only", "languages",
+                           "--lang-dict", str(tmp_path / lang_dict)], capture_output=True, text=True)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"checkpoint_options.py: error: --lang-dict {tmp_path / lang_dict}: "
+        + says.format(path=path, path_file=own_file)
+        + ("" if lang_dict in ("gone.txt", "empty.txt") else
+           ": give that file" if lang_dict == "de_en.txt" else ": give the file of the checkpoint's languages")
+        + ("; give the file of the checkpoint's languages, one a line in its order (mBART-50's ML50_langs.txt)"
+           if lang_dict in ("gone.txt", "empty.txt") else "")), done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("layout", ["mbart", "multilingual"])
 def test_a_targets_decoder_input_starts_from_its_last_token_as_fairseqs_collater_makes_it(data_bin, pretrained, layout):
     """What a system teacher-forces a reference or hypothesis with (``teacher_forcing_input``) is the
@@ -288,7 +375,7 @@ def test_contrastive_candidates_score_as_the_checkpoint_scores_them(data_bin, pr
     from memory_nmt.evaluation.contrastive import ContrastiveItem, score_items
 
     path = pretrained[layout]
-    with pytest.MonkeyPatch.context() as patch:  # as WITH_BART_TASK_FIXED
+    with pytest.MonkeyPatch.context() as patch:  # as conftest's WITH_BART_TASK_FIXED
         patch.setattr(TranslationFromPretrainedBARTTask, "args", property(lambda self: self.cfg), raising=False)
         (own_model,), _, own_task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": str(data_bin)})
         own_task.load_dataset("test")

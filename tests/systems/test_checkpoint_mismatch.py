@@ -1,16 +1,26 @@
 """One system's checkpoint loaded into another system's model, as fairseq-train's trainer loads it
 (``systems/checkpoint_fit.check_system``): a run never resumes from another system's checkpoint,
 and another system's weights start a model only where they fit it as a plain transformer's
-would; each refusal is one line naming both systems and the first parameter that differs."""
+would; each refusal is one line naming both systems and the first parameter that differs.
+
+Before any of that, a checkpoint is read with torch's safe unpickling (``pipeline/checkpoint_files.py``):
+every kind the project meets loads, a crafted one is refused naming what it holds, before it runs."""
+import argparse
+import fractions
+import os
 import shutil
 import subprocess
+import sys
+
+import numpy
 
 import pytest
 import torch
 from fairseq.trainer import Trainer
 from omegaconf import open_dict
 
-from conftest import AMN, COMMON, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, build, fairseq_command, save_checkpoint
+from conftest import (AMN, COMMON, CONCAT, LOCAL_GLOBAL, REPO, TINY_DIMS, TINY_MODEL, build, fairseq_command,
+                      save_checkpoint)
 from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
 
 SYSTEMS = {
@@ -166,3 +176,92 @@ def test_fairseq_train_in_a_save_dir_of_another_systems_run_ends_on_one_line(dat
         f"--arch {ARCH['context_concat']} to resume its run"
     ), result.stderr[-3000:]
     assert "Traceback" not in result.stderr
+
+
+def old_checkpoint(path, destination):
+    """``path``'s checkpoint in the form fairseq wrote before 0.10: its options one ``argparse.Namespace``
+    (``args``, no ``cfg``), a best loss saved as numpy's number."""
+    state = torch.load(path, weights_only=False)
+    cfg = state.pop("cfg")
+    args = argparse.Namespace()
+    groups = {name: vars(group) if isinstance(group, argparse.Namespace) else group for name, group in cfg.items()
+              if group}
+    for group in ("common", "task", "model", "criterion", "optimizer", "lr_scheduler", "dataset", "optimization",
+                  "checkpoint", "distributed_training"):
+        vars(args).update({key: value for key, value in groups.get(group, {}).items() if key != "_name"})
+    for group, name in (("task", "task"), ("model", "arch"), ("criterion", "criterion"), ("optimizer", "optimizer"),
+                        ("lr_scheduler", "lr_scheduler")):
+        setattr(args, name, groups[group].get("_name") or groups[group].get(name))
+    state["args"] = args
+    state["optimizer_history"][-1]["lr_scheduler_state"] = {"best": numpy.float64(3.25)}
+    torch.save(state, destination)
+    return destination
+
+
+class WritesAMarkerFile:
+    """What a crafted checkpoint holds: unpickling it runs a command."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def crafted(path, destination, extra):
+    """``path``'s checkpoint with ``extra`` in its extra state."""
+    state = torch.load(path, weights_only=False)
+    state["extra_state"]["extra"] = extra
+    torch.save(state, destination)
+    return destination
+
+
+LOADING = (  # loads each file given through fairseq's loader, in a process where torch loads safely by default
+    "import sys, memory_nmt; from fairseq import checkpoint_utils\n"
+    "for path in sys.argv[1:]: print(sorted(checkpoint_utils.load_checkpoint_to_cpu(path)['model'])[0])"
+)
+
+
+def test_every_kind_of_checkpoint_loads_with_torchs_safe_unpickling(systems, sentence_checkpoint, concat_checkpoint,
+                                                                     pretrained, tmp_path):
+    """fairseq's translation task's (fairseq-train's), the five systems', a document system's trained by
+    fairseq-train (its optimizer and meters' state), the mBART-shaped and the multilingual one (their tasks'
+    own configs), and one from before fairseq 0.10; without the plugin fairseq's loader reads none of them."""
+    kinds = [sentence_checkpoint, concat_checkpoint, *(path for _, path in systems.values()), *pretrained.values(),
+             old_checkpoint(sentence_checkpoint, tmp_path / "old.pt")]
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("TORCH_FORCE")}
+    loaded = subprocess.run([sys.executable, "-c", LOADING, *map(str, kinds)], capture_output=True, text=True,
+                            env=environment)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert len(loaded.stdout.split()) == len(kinds)
+    for path in kinds:
+        without_plugin = subprocess.run([sys.executable, "-c", LOADING.replace("import sys, memory_nmt;", "import sys;"),
+                                         str(path)], capture_output=True, text=True, env=environment)
+        assert without_plugin.returncode != 0 and "Weights only load failed" in without_plugin.stderr, path
+
+
+def test_a_crafted_checkpoint_is_refused_before_it_runs_anything(concat_checkpoint, tmp_path):
+    """Its class named on one line, by fairseq's loader and by memory-nmt-checkpoint-options, a tool for looking
+    at a file (which once ran it: a marker file written)."""
+    marker = tmp_path / "marker"
+    path = crafted(concat_checkpoint, tmp_path / "crafted.pt", WritesAMarkerFile(marker))
+    message = (f"{path}: holds posix.system, which no fairseq checkpoint holds and torch's safe unpickling refuses "
+               "(unpickling it could run code the file holds); if you trust the file, load it with full unpickling: "
+               "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 in the environment")
+    for command in ([sys.executable, "-c", LOADING, str(path)],
+                    [sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), str(path)]):
+        refused = subprocess.run(command, capture_output=True, text=True)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+        assert refused.stderr.strip().splitlines()[-1].endswith(f"error: {message}"), refused.stderr[-3000:]
+        assert not marker.exists()
+
+
+def test_a_checkpoint_that_needs_more_classes_loads_when_the_user_trusts_it(concat_checkpoint, tmp_path):
+    """torch's own switch, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1, turns full unpickling on: the refusal names it."""
+    path = crafted(concat_checkpoint, tmp_path / "fraction.pt", fractions.Fraction(1, 3))
+    refused = subprocess.run([sys.executable, "-c", LOADING, str(path)], capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert f"{path}: holds fractions.Fraction, which no fairseq checkpoint holds" in refused.stderr
+    trusted = subprocess.run([sys.executable, "-c", LOADING, str(path)], capture_output=True, text=True,
+                             env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+    assert trusted.returncode == 0, trusted.stderr[-3000:]
