@@ -135,7 +135,7 @@ def concat_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
     result = run([
         fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
         *CONCAT, "--source-context", "1", "--target-context", "1",
-        "--criterion", "document_label_smoothed_cross_entropy", "--optimization-window", "1-3",
+        "--criterion", "document_label_smoothed_cross_entropy",
         "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "4",
         "--finetune-from-model", str(sentence_checkpoint), "--save-dir", str(save_dir),
     ])

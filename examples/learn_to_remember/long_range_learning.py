@@ -9,7 +9,7 @@ fixed only by the document's first sentence and a pronoun's form by its noun 1 t
 
 - ``ACROSS:K``: ``transformer_recurrent_memory_small`` (the quickstart's model, or --model-args)
   with ``--gradient-across-windows ACROSS --gradient-reach K`` (``memory_nmt/pipeline/truncation.py``):
-  ``drop:window`` the task's default (every earlier sentence of the window, one backward pass a
+  ``drop:window`` the task's default (the earlier sentences of the window the states connect, one backward pass a
   window, nothing sent into the window before), ``recompute:window`` the same with the window
   before's last step recomputed, ``drop:1`` the exact reach of 1 with nothing sent into the window
   before (give it a window of more than one step), ``recompute:1`` the paper's contract across

@@ -72,12 +72,15 @@ class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterion
         metadata={
             "help": "in training, which earlier sentences a sentence's loss reaches through the "
             "states they pass on, for a system whose carry has differentiable states: 'window', "
-            "every earlier sentence of its --optimization-window (the window's losses "
-            "back-propagated at once, one backward pass per window), or a number K, exactly the "
+            "the earlier sentences of its --optimization-window that those states connect it to (the "
+            "window's losses back-propagated at once, one backward pass per window; with the memory in "
+            "the top layers, the default, the previous sentence and, on the source side only, the one "
+            "before: docs/training.md), or a number K, at most the "
             "K previous sentences (1 is the recurrent memory paper's 'current and most recent "
             "sentences', at K more gradient passes per sentence; 0 trains each sentence on its "
             "own loss only); whatever else a carry holds is detached between sentences",
             "parse": parse_gradient_reach,
+            "used": "states",
         },
     )
     gradient_across_windows: ChoiceEnum(GRADIENT_ACROSS_WINDOWS) = field(
@@ -88,7 +91,8 @@ class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterion
             "runs forward again, with the new parameters, at the next window's start; each "
             "gradient still lands in one update) or not ('drop', the default, chosen by time to "
             "quality: a loss reaches nothing before its window; with --optimization-window 1 "
-            "give 'recompute')"
+            "give 'recompute')",
+            "used": "states",
         },
     )
     max_graph_tokens: Optional[int] = field(
@@ -100,6 +104,7 @@ class DocumentLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterion
             "during the backward pass (one more forward pass each, the same gradients). "
             "Default: no limit, a window keeps all its steps' activations",
             "range": Range(1),
+            "used": "states",
         },
     )
 
@@ -158,11 +163,13 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             kept = ("the activations of all its steps" if self.max_graph_tokens is None else
                     f"the activations of its steps up to --max-graph-tokens {self.max_graph_tokens} padded "
                     "tokens (the later steps run forward again in the backward pass)")
-            return (f"a loss reaches every earlier sentence of its window (--optimization-window {window}) "
-                    f"and {before}; one backward pass per window, which keeps {kept} until then")
+            return (f"a loss reaches the earlier sentences of its window (--optimization-window {window}) that "
+                    "the states passed on connect it to (memory in the top layers: the previous sentence, and the "
+                    f"one before on the source side only) and {before}; one backward pass per window, which keeps "
+                    f"{kept} until then")
         before = (f"the window before's last {self.gradient_reach} sentence steps recomputed"
                   if self.recompute_across_windows else "nothing before its window (--gradient-across-windows drop)")
-        return (f"a loss reaches exactly the {self.gradient_reach} previous sentences (--gradient-reach "
+        return (f"a loss reaches at most the {self.gradient_reach} previous sentences (--gradient-reach "
                 f"{self.gradient_reach}; within its window of --optimization-window {window}), {before}; "
                 f"{self.gradient_reach} gradient passes per sentence step besides its backward pass, at most "
                 f"{self.gradient_reach + 1} steps' graphs kept at once")
@@ -272,6 +279,9 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             if truncation is not None:
                 if carry.differentiable_states():
                     if not self.gradient_described:
+                        if not document_system(model).carries_states:  # its training options would be refused
+                            raise TypeError(f"{type(model).__name__}'s carry has differentiable states: declare "
+                                            "carries_states = True (pipeline/system.py)")
                         logger.info("gradient across sentences: %s", self.describe_gradient())
                         self.gradient_described = True
                     truncation.add(loss if counted else None, links)

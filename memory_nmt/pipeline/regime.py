@@ -37,6 +37,7 @@ class Regime:
     training: object  # the training split's planner
     stepping: DocumentLanes  # every other split's, and every split's of a loaded model
     context_choice: Optional[ContextChoice] = None
+    carries_states: bool = False  # the system's ``carries_states``: training back-propagates through its carry
 
     @property
     def chunk_sentences(self) -> Optional[int]:
@@ -66,7 +67,8 @@ class Regime:
                 packed_width=model.encoder.embed_tokens.embedding_dim if unpackable is None else None,
                 context=context, max_positions=positions, unpacked_because=unpackable or "",
             )
-        return Regime(training, DocumentLanes(context, positions, chunk_sentences), system.context_choice())
+        return Regime(training, DocumentLanes(context, positions, chunk_sentences), system.context_choice(),
+                      system.carries_states)
 
     @staticmethod
     def before_any_model(cfg) -> "Regime":

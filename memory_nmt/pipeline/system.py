@@ -21,7 +21,8 @@ everything about itself in its own package under ``systems/``. The hooks (``Syst
   ``carry.py``);
 - it may implement, where the defaults do not fit it: ``context_sentences``,
   ``chunk_sentences``, ``context_choice`` and ``training_unit`` (what its batches hold),
-  ``carry_of_previous_sentences`` (if it trains on 'sentences'), ``packs_rows`` (if its
+  ``carry_of_previous_sentences`` (if it trains on 'sentences'), ``carries_states`` (if its carry
+  holds states a later sentence's loss back-propagates into), ``packs_rows`` (if its
   forward pass takes sentences packed several to a row), and ``hypothesis_records`` with
   ``decoder_extra_of`` (if ``carry_out`` needs the decoder's states of the chosen hypothesis);
 - it need not implement, and takes from ``DocumentSystem``: ``forward`` (the context goes to
@@ -67,6 +68,10 @@ class SystemHooks:
     system may leave alone (the module's docstring says which it must implement)."""
 
     reads_context = True  # False for a model run as ``SentenceLevel`` only
+    # Whether its carry holds states that a later sentence's loss back-propagates into (``Carry``'s
+    # ``differentiable_states``): training in lanes then takes --gradient-reach, --gradient-across-windows
+    # and --max-graph-tokens (``truncation.py``), which a system that carries none is refused.
+    carries_states = False
     # Whether its training steps in lanes may hold sentences several to a row (``packing.py``): its
     # ``forward`` then takes ``packed_rows`` (where each sentence lies) and reads and carries each
     # sentence's own context, as in rows of one sentence.

@@ -39,7 +39,7 @@ from omegaconf.errors import InterpolationResolutionError
 from .batch_iterator import DocumentBatchIterator
 from .checkpoint_languages import checkpoints_loaded, take_checkpoint_languages
 from .chosen_context import check_split
-from .criterion import DocumentLabelSmoothedCrossEntropyCriterion
+from .criterion import DocumentLabelSmoothedCrossEntropyConfig, DocumentLabelSmoothedCrossEntropyCriterion
 from .data import DocumentDataError, DocumentDataset, read_docids
 from .document_task import TranslatesDocuments
 from .errors import UnsupportedOptionError
@@ -51,6 +51,7 @@ from .planners import EpochRequest, PlannedEpoch
 from .regime import Regime
 from .samples import lines_sample, read_sample
 from .system import document_system
+from .used_options import check_used
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +143,8 @@ class DocumentTranslationConfig(TranslationConfig):
             "sentences with their context for one whose context is earlier sentences, whole "
             "chunks for one that reads chunks; one batch an update but in lanes), or 'lanes' "
             "for every system but one that reads chunks, which keeps its whole chunks (a "
-            "controlled comparison in the recurrent memory model's regime)"
+            "controlled comparison in the recurrent memory model's regime)",
+            "used": "unchunked",
         },
     )
     optimization_window: str = field(
@@ -153,7 +155,8 @@ class DocumentTranslationConfig(TranslationConfig):
             "documents (the paper's Figure 5; in lanes a group holds every lane's documents: 3 "
             "updates an epoch on 1,071 real documents at --max-tokens 4096); the default, four "
             "steps of up to --max-tokens each an update, learnt the far context soonest in wall-clock "
-            "time (docs/training.md): give --max-tokens a quarter of an update's tokens"
+            "time (docs/training.md): give --max-tokens a quarter of an update's tokens",
+            "used": "lanes",
         },
     )
     lane_rows: ChoiceEnum(LANE_ROWS) = field(
@@ -162,7 +165,8 @@ class DocumentTranslationConfig(TranslationConfig):
             "help": "in training in lanes, how a sentence step's sentences go into rows: 'packed', "
             "several to a row, each attending only to itself (packing.py: a row padded at its end "
             "only), for a system that supports it (the recurrent memory model, fairseq's "
-            "transformer); 'padded', one a row, padded to the widest of its forward pass"
+            "transformer); 'padded', one a row, padded to the widest of its forward pass",
+            "used": "lanes",
         },
     )
     passes_per_step: int = field(
@@ -174,6 +178,7 @@ class DocumentTranslationConfig(TranslationConfig):
             "fit --max-tokens together (less padding, so more documents a step; a system that "
             "trains on whole chunks takes one pass)",
             "range": Range(1),
+            "used": "lanes",
         },
     )
     context_from: ChoiceEnum(CONTEXT_FROM) = field(
@@ -312,16 +317,9 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         if from_checkpoint:
             model.overridden_options = tuple(ast.literal_eval(from_the_run(self.cfg, "model_overrides") or "{}"))
         if self.trains_its_model:
-            windowed = self.regime.unit == "lanes"
-            window = f"; --optimization-window {self.cfg.optimization_window}" if windowed else ""
+            check_used(self.cfg, DocumentTranslationConfig, self.regime)
+            window = f"; --optimization-window {self.cfg.optimization_window}" if self.regime.unit == "lanes" else ""
             logger.info("training batches: %s%s", self.regime.training.describe(), window)
-            if self.cfg.optimization_window != DEFAULT_WINDOW and not windowed:
-                logger.warning(
-                    "--optimization-window %s is not used: this system trains one batch an update "
-                    "(%s); give --update-freq for larger updates%s", self.cfg.optimization_window,
-                    self.regime.unit, "" if self.regime.unit == "chunks" else
-                    ", or --training-batches lanes to train it in lanes",
-                )
         return model
 
     def build_criterion(self, cfg):
@@ -332,8 +330,10 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
                 "--criterion document_label_smoothed_cross_entropy, which carries each "
                 "document's context from sentence to sentence"
             )
-        if self.trains_its_model and self.regime.unit == "lanes":
-            criterion.refuse_windows_that_cut_every_gradient(self.cfg.optimization_window)
+        if self.trains_its_model:
+            check_used(cfg, DocumentLabelSmoothedCrossEntropyConfig, self.regime)
+            if self.regime.unit == "lanes" and self.regime.carries_states:
+                criterion.refuse_windows_that_cut_every_gradient(self.cfg.optimization_window)
         self.criterion_training_options = {name: getattr(cfg, name) for name in CRITERION_TRAINING_OPTIONS}
         return criterion
 

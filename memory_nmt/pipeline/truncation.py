@@ -10,7 +10,10 @@ sentence reads); whatever else a carry holds is detached by its system before it
 
 - ``window`` (``WindowBackprop``): the losses of a window's steps are summed and back-propagated
   once. The carry stays attached from step to step within the window, so sentence t's loss
-  reaches every earlier sentence of its window through the states each passes to the next. Each
+  reaches the earlier sentences of its window as far as the states each passes to the next
+  connect them: how far is the system's (the recurrent memory model with its memory in the top
+  layers, the default: sentence t−1 through its states, t−2 through the source side only, as
+  t−1's decoder read the encoder's memory written from t−2; docs/training.md). Each
   step's graph is back-propagated once: a step costs its forward and backward passes, as a
   sentence model's batch does, and the window keeps the graphs of all its steps until its
   backward pass. ``--max-graph-tokens`` caps that: the steps beyond the cap keep only what they

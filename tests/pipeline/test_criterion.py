@@ -317,8 +317,9 @@ def test_the_log_says_what_a_window_reaches_and_keeps_for_its_backward_pass(data
     window = next(item["steps"] for item in batches(task, "train", max_tokens=60))
     caplog.set_level(logging.INFO)
     criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
-    assert ("gradient across sentences: a loss reaches every earlier sentence of its window (--optimization-window 3) "
-            f"and {before}; one backward pass per window, {kept}") in caplog.text
+    assert ("gradient across sentences: a loss reaches the earlier sentences of its window (--optimization-window 3) "
+            "that the states passed on connect it to (memory in the top layers: the previous sentence, and the one "
+            f"before on the source side only) and {before}; one backward pass per window, {kept}") in caplog.text
 
 
 def test_a_graph_cap_without_window_backprop_is_refused(data_bin):

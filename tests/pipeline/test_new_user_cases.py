@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from conftest import LOCAL_GLOBAL, PLUGIN, TINY_MODEL, build, fairseq_command, refused_option, save_checkpoint
+from conftest import (AMN, CONCAT, LOCAL_GLOBAL, PLUGIN, TINY_DIMS, TINY_MODEL, build, fairseq_command,
+                      refused_option, save_checkpoint)
 from memory_nmt.pipeline.option_ranges import OptionError
 
 BUILT = [  # (the model's options, the error's words)
@@ -21,6 +22,24 @@ BUILT = [  # (the model's options, the error's words)
      "--encoder-layers 1 with --global-layer top leaves no local layer (the last layer is the global layer's place, "
      "which --no-document-encoding leaves out)"),
     ([*TINY_MODEL, "--update-freq", "0"], "--update-freq 0: give 1 or more batches an update"),
+    # an option of training in lanes, or of a carry with states, given a system that ignores it (used_options.py)
+    ([*LOCAL_GLOBAL, "--gradient-reach", "1"], "--gradient-reach 1: only training in lanes uses it, and this model "
+     "trains on whole chunks, one batch an update (chunks.py); leave --gradient-reach out"),
+    ([*CONCAT, "--max-graph-tokens", "64"], "--max-graph-tokens 64: only training in lanes uses it, and this model "
+     "trains on shuffled sentences of similar width, each with the context sentences its system reads, one batch an "
+     "update (sentence_batches.py) (--training-batches lanes trains it in lanes); leave --max-graph-tokens out"),
+    ([*CONCAT, "--passes-per-step", "2"], "--passes-per-step 2: only training in lanes uses it"),
+    ([*CONCAT, "--optimization-window", "2-3"], "--optimization-window 2-3: only training in lanes uses it"),
+    ([*LOCAL_GLOBAL, "--lane-rows", "padded"], "--lane-rows padded: only training in lanes uses it"),
+    ([*LOCAL_GLOBAL, "--training-batches", "lanes"], "--training-batches lanes: this model trains on whole chunks, one "
+     "batch an update (chunks.py), in lanes too; leave --training-batches out"),
+    ([*CONCAT, "--training-batches", "lanes", "--gradient-across-windows", "recompute"],
+     "--gradient-across-windows recompute: only a system whose carry holds states that a later sentence's loss "
+     "back-propagates into (the recurrent memory model) uses it, and this model's carries none"),
+    ([*AMN, "--training-batches", "lanes", "--gradient-reach", "0"], "--gradient-reach 0: only a system whose carry "
+     "holds states"),
+    (["--arch", "transformer", *TINY_DIMS, "--training-batches", "lanes", "--max-graph-tokens", "64"],
+     "--max-graph-tokens 64: only a system whose carry holds states"),
 ]
 
 
@@ -129,3 +148,15 @@ def test_a_systems_options_are_listed_where_fairseq_trains_help_lists_none(capsy
         assert f"\n  {option} " in listed, option
     with pytest.raises(SystemExit, match=r"--arch transformer_recurent_memory: not registered; give one of"):
         system_options.main(["--arch", "transformer_recurent_memory"])
+
+
+def test_a_model_takes_the_training_options_it_uses(data_bin):
+    """The memory model in lanes uses every one of them; the refusal of a one-step window that cuts every
+    gradient (``--gradient-across-windows drop``) is for a carry with states only: the concatenation
+    model in lanes carries tokens, which no gradient crosses, and trains with windows of one step."""
+    build(data_bin, *TINY_MODEL, "--gradient-reach", "1", "--gradient-across-windows", "recompute", "--passes-per-step",
+          "2", "--lane-rows", "padded", "--optimization-window", "2-3")
+    build(data_bin, *TINY_MODEL, "--max-graph-tokens", "64")
+    build(data_bin, *CONCAT, "--training-batches", "lanes", "--optimization-window", "1")
+    with pytest.raises(OptionError, match=r"^--gradient-across-windows drop \(the default\) with --optimization-window 1:"):
+        build(data_bin, *TINY_MODEL, "--optimization-window", "1")

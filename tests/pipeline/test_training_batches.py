@@ -31,7 +31,7 @@ def sentences_of(item) -> list:
     (TINY_MODEL, "lanes"), (CONCAT, "sentences"), (AMN, "sentences"), (SENTENCE, "sentences"), (LOCAL_GLOBAL, "chunks"),
 ], ids=["memory", "concat", "amn", "transformer", "local_global"])
 def test_each_system_trains_in_its_own_batches_every_sentence_once(data_bin, arch, unit):
-    task, _, _, _ = build(data_bin, *arch, "--optimization-window", "2-3")
+    task, _, _, _ = build(data_bin, *arch, *(["--optimization-window", "2-3"] if unit == "lanes" else []))
     assert task.regime.unit == unit
     for workers in (1, 2):
         per_worker = [batches(task, "train", max_tokens=200, num_shards=workers, shard_id=w) for w in range(workers)]
@@ -51,18 +51,6 @@ def test_lanes_for_every_system_on_request(data_bin):
     task, _, _, _ = build(data_bin, *CONCAT, "--training-batches", "lanes")
     assert task.regime.unit == "lanes"
     assert all("steps" in item for item in batches(task, "train", max_tokens=200))
-
-
-@pytest.mark.parametrize("arch, training_batches, warned", [
-    (CONCAT, "system", True), (LOCAL_GLOBAL, "system", True), (CONCAT, "lanes", False), (TINY_MODEL, "system", False),
-    (LOCAL_GLOBAL, "lanes", True),
-], ids=["concat", "local_global", "concat_in_lanes", "memory", "local_global_in_lanes"])
-def test_an_optimization_window_a_system_does_not_use_is_named(data_bin, caplog, arch, training_batches, warned):
-    """A system that reads chunks keeps its whole chunks in lanes too, one batch an update."""
-    task, _, _, _ = build(data_bin, *arch, "--optimization-window", "2-3", "--training-batches", training_batches)
-    assert ("--optimization-window 2-3 is not used" in caplog.text) == warned
-    if arch is LOCAL_GLOBAL:
-        assert all(len(item["steps"]) == 1 for item in batches(task, "train", max_tokens=200))
 
 
 @pytest.mark.parametrize("arch, unit, kind", [

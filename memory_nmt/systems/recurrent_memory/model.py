@@ -220,6 +220,7 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
 class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints, TransformerModel):
     """Transformer with a recurrent memory in chosen layers (Feng et al., 2022)."""
 
+    carries_states = True  # the memory and the sentence's states a later sentence's loss reaches
     packs_rows = True
 
     @classmethod
