@@ -12,7 +12,8 @@ fairseq-train's ``--help`` leaves out), and the training and decoding benchmarks
 measuring speed and memory shares (``benchmarks/``). Beside them is what they, the quickstart and
 the paper's analyses (``examples/learn_to_remember/``) share: reading text files strictly
 (``text_files.py``), document indexes (``document_index.py``, the one reader of ``.docids``) and
-fairseq-generate output (``generate_texts.py``), checking a command's paths before it starts
+fairseq-generate output (``generate_texts.py``), text and dictionaries in subword pieces
+(``subword_pieces.py``), checking a command's paths before it starts
 (``paths.py``), running fairseq's commands as logged, resumable steps (``experiments.py``), and
 measuring how much of its context a checkpoint uses (CXMI, ``context_usage.py``).
 

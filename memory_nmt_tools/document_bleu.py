@@ -7,12 +7,18 @@ id per sentence line, e.g. data-bin/test.en-de.docids). s-BLEU is corpus BLEU ov
 d-BLEU is corpus BLEU over documents, each document's sentences joined with a space.
 ``score_documents`` does the scoring for other scripts.
 
+Text still in subword pieces is not scored as it is (``subword_pieces.py`` says what counts as
+pieces): hypotheses and references of fairseq-generate run without --post-process, or a
+segmented file given as --reference, are undone with --post-process (the data's segmentation, as
+given to fairseq-generate) or, without it, refused naming the file, the line and the fix.
+
 These are sacreBLEU scores of detokenized text, the ones to cite. The paper, like most
 document-level MT papers (G-Transformer among them), reports BLEU on Moses-tokenized text with
 the BPE removed (multi-bleu.perl); --tokenized-reference adds those, clearly labelled: the H-
 lines (the model's tokens, as fairseq-generate's --post-process subword_nmt leaves them) against
 the reference as the model's data has it (a recipe's WORK_DIR/prep/test.de) with its subwords
-undone by fairseq's own ``post_process`` (the function behind --post-process), scored by
+undone by fairseq's own ``post_process`` (the function behind --post-process; BPE data takes
+--post-process subword_nmt here as in fairseq-generate), scored by
 sacrebleu without its own tokenization (tok:none). They compare with the paper's numbers, not
 with sacreBLEU's. Data segmented with a pretrained checkpoint's sentencepiece model
 (prepare_documents.py --spm-model) is raw text, never Moses-tokenized: pass --post-process
@@ -27,9 +33,10 @@ from sacrebleu.metrics import BLEU
 
 from .document_index import read_document_ids
 from .generate_texts import read_hypotheses, read_references
+from .subword_pieces import SEGMENTATIONS, without_pieces
 from .text_files import TextFileError, read_lines
 
-SUBWORD_MARKS = {"subword_nmt": "@@ ", "sentencepiece": "\u2581"}  # what each --post-process removes
+UNDO_OPTION = "--post-process"  # this command's option that undoes subword pieces
 
 
 class DocumentBleuError(TextFileError):
@@ -76,30 +83,21 @@ def score_documents(hypotheses, references, docids, tokenized=False):
     }
 
 
-def tokenized_scores(generate_output, tokenized_reference, docids, subwords="subword_nmt"):
+def tokenized_scores(generate_output, tokenized_reference, docids, post_process=None):
     """The paper-comparable scores: the H- lines, whose subwords fairseq-generate's
-    ``--post-process SUBWORDS`` undid, against the tokenized reference, whose subwords fairseq's
-    same ``post_process`` undoes here (fairseq is imported last: it takes seconds and logs)."""
+    ``--post-process`` undid (or ``post_process`` undoes here), against the tokenized reference,
+    whose subwords ``post_process`` undoes as fairseq does (``subword_pieces.without_pieces``)."""
     count = len(docids)
-    hypotheses = read_hypotheses(generate_output, count, "H")
+    hypotheses = read_hypotheses(generate_output, count, "H", post_process, UNDO_OPTION)
     references = read_lines(tokenized_reference)
     if len(references) != count:
         raise DocumentBleuError(
             f"{tokenized_reference} has {len(references)} lines but the docids file has {count}; "
             "pass the tokenized reference of the same split, one sentence per line"
         )
-    mark = SUBWORD_MARKS[subwords]
-    marked = next((i for i, line in enumerate(hypotheses) if mark in line), None)
-    if marked is not None:
-        raise DocumentBleuError(
-            f"{generate_output}: H-{marked} still holds the subword mark {mark!r}; run fairseq-generate "
-            f"with --post-process {subwords} (the --post-process given here)"
-        )
-    from fairseq.data.data_utils import post_process
-
-    return score_documents(
-        hypotheses, [post_process(line, subwords) for line in references], docids, tokenized=True
-    )
+    references = without_pieces(references, post_process, lambda i: f"{tokenized_reference}:{i + 1}",
+                                "give --post-process {0}, as to fairseq-generate, to undo them")
+    return score_documents(hypotheses, references, docids, tokenized=True)
 
 
 def parse_args(argv=None):
@@ -119,10 +117,11 @@ def parse_args(argv=None):
                         help="also score the paper's way: the reference as the model's data has it "
                         "(Moses-tokenized, with or without BPE; e.g. a recipe's WORK_DIR/prep/test.de), "
                         "one sentence per line in corpus order, against the H- lines")
-    parser.add_argument("--post-process", choices=sorted(SUBWORD_MARKS), default="subword_nmt",
-                        help="with --tokenized-reference: the --post-process fairseq-generate was "
-                        "run with, which undoes the reference's subwords here too (subword_nmt, the "
-                        "default, for BPE data; sentencepiece for data prepared with --spm-model)")
+    parser.add_argument("--post-process", choices=sorted(SEGMENTATIONS),
+                        help="the data's segmentation, as given to fairseq-generate's --post-process "
+                        "(subword_nmt for BPE data, sentencepiece for data prepared with --spm-model): "
+                        "undone here in the --tokenized-reference and in hypotheses or references "
+                        "still in its pieces; without it, text in subword pieces is refused")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object: s_bleu, d_bleu, sentences, documents, "
                         "signature (and with --tokenized-reference the same under 'tokenized')")
@@ -134,8 +133,9 @@ def main(argv=None):
     try:
         docids = read_docids(args.docids)
         count = len(docids)
-        hypotheses = read_hypotheses(args.generate_output, count, args.hypothesis_lines)
-        references = read_references(args.generate_output, count, args.reference)
+        hypotheses = read_hypotheses(args.generate_output, count, args.hypothesis_lines, args.post_process,
+                                     UNDO_OPTION)
+        references = read_references(args.generate_output, count, args.reference, args.post_process, UNDO_OPTION)
         scores = score_documents(hypotheses, references, docids)
         if args.tokenized_reference:
             scores["tokenized"] = tokenized_scores(

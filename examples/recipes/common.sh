@@ -366,7 +366,7 @@ score() {
     local bleu=("$PYTHON" "$ROOT/scripts/document_bleu.py" --generate-output
                 "$WORK_DIR/generate-$name.txt" --docids "$DATA_BIN/test.$SRC-$TGT.docids"
                 --reference "$WORK_DIR/raw/test.$TGT")
-    [[ -z $SPM_MODEL ]] && bleu+=(--tokenized-reference "$WORK_DIR/prep/test.$TGT")
+    [[ -z $SPM_MODEL ]] && bleu+=(--tokenized-reference "$WORK_DIR/prep/test.$TGT" --post-process subword_nmt)
     run "${bleu[@]}"
     run "${bleu[@]}" --json > "$output.partial"
     mv "$output.partial" "$output"

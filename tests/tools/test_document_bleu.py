@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import sacrebleu
+from fairseq.data.data_utils import post_process
 from sacrebleu.metrics import BLEU
 
 from conftest import REPO
@@ -52,14 +53,16 @@ def generate_output(hypotheses, references, order=ORDER, extra=()):
     return "\n".join(lines) + "\n"
 
 
-def run(tmp_path, generate_text, *options, docids=DOCIDS):
+def inputs(tmp_path, generate_text, docids=DOCIDS):
+    """The --generate-output and --docids options, their files written to tmp_path."""
     (tmp_path / "gen.txt").write_text(generate_text, encoding="utf-8")
     (tmp_path / "test.docids").write_text("\n".join(docids) + "\n", encoding="utf-8")
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), "--generate-output", str(tmp_path / "gen.txt"),
-         "--docids", str(tmp_path / "test.docids"), *options],
-        capture_output=True, text=True,
-    )
+    return ["--generate-output", str(tmp_path / "gen.txt"), "--docids", str(tmp_path / "test.docids")]
+
+
+def run(tmp_path, generate_text, *options, docids=DOCIDS):
+    return subprocess.run([sys.executable, str(SCRIPT), *inputs(tmp_path, generate_text, docids), *options],
+                          capture_output=True, text=True)
 
 
 def expected(hypotheses, references, tokenize=None):
@@ -127,7 +130,8 @@ def test_tokenized_reference_adds_the_papers_scores(tmp_path):
     (tmp_path / "test.tok.de").write_text("\n".join(with_bpe) + "\n", encoding="utf-8")
     hypotheses = [hypothesis.replace(".", " .") for hypothesis in HYPOTHESES]
     generated = generate_output(hypotheses, REFERENCES)
-    result = run(tmp_path, generated, "--json", "--tokenized-reference", str(tmp_path / "test.tok.de"))
+    bpe = ["--tokenized-reference", str(tmp_path / "test.tok.de"), "--post-process", "subword_nmt"]
+    result = run(tmp_path, generated, "--json", *bpe)
     assert result.returncode == 0, result.stderr
     scores = json.loads(result.stdout)
     h_lines = [f"{hypothesis} (tokenized)" for hypothesis in hypotheses]
@@ -137,22 +141,26 @@ def test_tokenized_reference_adds_the_papers_scores(tmp_path):
     assert "tok:none" in scores["tokenized"]["signature"]
     assert (scores["s_bleu"], scores["d_bleu"]) == pytest.approx(expected(hypotheses, REFERENCES))
 
-    text = run(tmp_path, generated, "--tokenized-reference", str(tmp_path / "test.tok.de")).stdout.splitlines()
+    text = run(tmp_path, generated, *bpe).stdout.splitlines()
     assert text[3] == (f"tokenized s-BLEU {paper[0]:.2f}, d-BLEU {paper[1]:.2f}  (as the paper reports: "
                        "tokenized text, BPE removed; not comparable with sacreBLEU scores)")
     assert "tok:none" in text[4]
 
 
-def sentencepiece_pieces(line):
-    """line as a sentencepiece model might segment it: "\u2581" before each word, some words split."""
-    return "\u2581" + line.replace(" ", " \u2581").replace("at", " at").replace("ee", "e e")
+def in_pieces(line, segmentation):
+    """``line`` as BPE ("subword_nmt") or sentencepiece might segment it: words of three letters or
+    more split after two, "@@" ending a word's first piece, or "\u2581" beginning every word."""
+    words = [word[:2] + " " + word[2:] if len(word) > 2 else word for word in line.split()]
+    if segmentation == "subword_nmt":
+        return " ".join(word.replace(" ", "@@ ") for word in words)
+    return " ".join("\u2581" + word for word in words)
 
 
 def test_tokenized_reference_of_sentencepiece_data_is_undone_as_post_process_does(tmp_path):
     """Data prepared with --spm-model: fairseq-generate --post-process sentencepiece gives H- lines of
     raw text, and the reference's pieces are undone the same way (before, only "@@ " was removed
     and the pieces were scored as they were)."""
-    pieces = [sentencepiece_pieces(reference) for reference in REFERENCES]
+    pieces = [in_pieces(reference, "sentencepiece") for reference in REFERENCES]
     (tmp_path / "test.spm.de").write_text("\n".join(pieces) + "\n", encoding="utf-8")
     generated = generate_output(HYPOTHESES, REFERENCES)
     result = run(tmp_path, generated, "--json", "--tokenized-reference", str(tmp_path / "test.spm.de"),
@@ -164,15 +172,84 @@ def test_tokenized_reference_of_sentencepiece_data_is_undone_as_post_process_doe
     assert tokenized["s_bleu"] > 10
 
 
-@pytest.mark.parametrize("subwords, h_line", [("subword_nmt", "The c@@ at sat ."), ("sentencepiece", "\u2581The \u2581cat")])
-def test_h_lines_with_their_subwords_left_in_are_an_error(tmp_path, subwords, h_line):
-    """The H- lines are taken as fairseq-generate's --post-process left them: subwords still in
-    them mean it was run without it (or with another one)."""
-    hypotheses = HYPOTHESES[:3] + [h_line] + HYPOTHESES[4:]
-    (tmp_path / "test.tok.de").write_text("\n".join(REFERENCES) + "\n", encoding="utf-8")
-    result = run(tmp_path, generate_output(hypotheses, REFERENCES), "--tokenized-reference",
-                 str(tmp_path / "test.tok.de"), "--post-process", subwords)
-    assert_fails(result, "gen.txt: H-3 still holds the subword mark", f"--post-process {subwords}")
+def test_in_pieces_is_undone_by_fairseqs_post_process():
+    assert in_pieces(REFERENCES[0], "sentencepiece") == "\u2581Th e \u2581ca t \u2581sa t \u2581on \u2581th e \u2581ma t."
+    assert in_pieces(REFERENCES[0], "subword_nmt") == "Th@@ e ca@@ t sa@@ t on th@@ e ma@@ t."
+    for segmentation in ("sentencepiece", "subword_nmt"):
+        assert [post_process(in_pieces(line, segmentation), segmentation) for line in REFERENCES] == REFERENCES
+
+
+def line_of(generated, prefix):
+    """The line number of fairseq-generate output's line that starts with ``prefix``."""
+    return next(number for number, line in enumerate(generated.splitlines(), 1) if line.startswith(prefix))
+
+
+@pytest.mark.parametrize("in_pieces_side, segmentation, options, message", [
+    ("D", "sentencepiece", [], "{gen}:{D-0}: D-0 is in sentencepiece pieces ('{pieces}'): run fairseq-generate "
+     "with --post-process sentencepiece, or undo them here with --post-process sentencepiece"),
+    ("D", "subword_nmt", [], "{gen}:{D-0}: D-0 is in BPE pieces ('{pieces}'): run fairseq-generate with "
+     "--post-process subword_nmt, or undo them here with --post-process subword_nmt"),
+    ("D", "sentencepiece", ["--post-process", "subword_nmt"],
+     "{gen}:{D-0}: D-0 is in sentencepiece pieces ('{pieces}'), not BPE's: give --post-process sentencepiece"),
+    ("H", "sentencepiece", ["--hypothesis-lines", "H"], "{gen}:{H-0}: H-0 is in sentencepiece pieces ('{pieces} "
+     "(tokeniz...'): run fairseq-generate with --post-process sentencepiece, or undo them here with --post-process "
+     "sentencepiece"),
+    ("T", "sentencepiece", [], "{gen}:{T-0}: T-0 is in sentencepiece pieces ('{pieces}'): run fairseq-generate "
+     "with --post-process sentencepiece, or undo them here with --post-process sentencepiece"),
+    ("reference", "sentencepiece", ["--reference", "{tmp}/ref.de"], "{tmp}/ref.de:1 is in sentencepiece pieces "
+     "('{pieces}'): pass the raw reference, not the segmented one, or undo them here with --post-process sentencepiece"),
+    ("tokenized reference", "sentencepiece", ["--tokenized-reference", "{tmp}/ref.de", "--post-process", "subword_nmt"],
+     "{tmp}/ref.de:1 is in sentencepiece pieces ('{pieces}'), not BPE's: give --post-process sentencepiece"),
+    ("tokenized reference", "subword_nmt", ["--tokenized-reference", "{tmp}/ref.de"], "{tmp}/ref.de:1 is in BPE "
+     "pieces ('{pieces}'): give --post-process subword_nmt, as to fairseq-generate, to undo them"),
+], ids=["D-sentencepiece", "D-bpe", "D-other-post-process", "H", "T", "reference", "tokenized-reference-sentencepiece",
+        "tokenized-reference-bpe"])
+def test_text_in_subword_pieces_is_refused_naming_its_line_and_the_post_process(
+        tmp_path, in_pieces_side, segmentation, options, message):
+    """Before, pieces were scored as words (issue 45: the D- lines of fairseq-generate run without
+    --post-process sentencepiece scored s-BLEU 18.69 for 5.80); only "@@ " was looked for, and only
+    in the H- lines with --tokenized-reference."""
+    def side(lines, name):
+        return [in_pieces(line, segmentation) for line in lines] if in_pieces_side == name else lines
+
+    hypotheses, references = side(HYPOTHESES, "D"), side(REFERENCES, "T")
+    generated = generate_output(hypotheses, references)
+    if in_pieces_side == "H":
+        generated = generated.replace(f"\t{HYPOTHESES[0]} (tokenized)", f"\t{in_pieces(HYPOTHESES[0], segmentation)} (tokenized)")
+    reference = [in_pieces(line, segmentation) for line in REFERENCES] if "reference" in in_pieces_side else REFERENCES
+    (tmp_path / "ref.de").write_text("\n".join(reference) + "\n")
+    result = run(tmp_path, generated, *(option.format(tmp=tmp_path) for option in options))
+    assert_fails(result)
+    lines = {f"{kind}-0": line_of(generated, f"{kind}-0\t") for kind in "DHT"}
+    first = in_pieces((HYPOTHESES if in_pieces_side in "DH" else REFERENCES)[0], segmentation)
+    assert result.stderr == "error: " + message.format(gen=tmp_path / "gen.txt", tmp=tmp_path, pieces=first, **lines) + "\n"
+
+
+@pytest.mark.parametrize("segmentation", ["sentencepiece", "subword_nmt"])
+def test_text_in_subword_pieces_is_undone_with_the_post_process_given(tmp_path, capsys, segmentation):
+    """--post-process undoes the pieces fairseq-generate left on every side (D-, T- and, with
+    --tokenized-reference, H- lines) and those of a reference file, as fairseq-generate's own
+    --post-process would have: the scores are those of the text."""
+    hypotheses = [in_pieces(line, segmentation) for line in HYPOTHESES]
+    generated = generate_output(hypotheses, [in_pieces(line, segmentation) for line in REFERENCES])
+    (tmp_path / "ref.de").write_text("\n".join(in_pieces(line, segmentation) for line in REFERENCES) + "\n")
+    h_lines = [post_process(f"{line} (tokenized)", segmentation) for line in hypotheses]  # as fairseq-generate's
+    for reference in ([], ["--reference", str(tmp_path / "ref.de")], ["--tokenized-reference", str(tmp_path / "ref.de")]):
+        document_bleu.main([*inputs(tmp_path, generated), "--json", "--post-process", segmentation, *reference])
+        scores = json.loads(capsys.readouterr().out)  # in this process, which has imported fairseq already
+        assert (scores["s_bleu"], scores["d_bleu"]) == pytest.approx(expected(HYPOTHESES, REFERENCES))
+        if "--tokenized-reference" in reference:
+            tokenized = scores["tokenized"]
+            assert (tokenized["s_bleu"], tokenized["d_bleu"]) == pytest.approx(
+                expected(h_lines, REFERENCES, tokenize="none"))
+
+
+def test_a_mark_in_ordinary_text_is_not_taken_for_pieces(tmp_path):
+    """A lone "\u2581" or one inside a word, or "@@" inside a word, is text, scored as it is."""
+    references = [*REFERENCES[:3], "Press \u2581 to start.", "Bars\u2581\u2582\u2583 rose.", "Mail a@@b now."]
+    result = run(tmp_path, generate_output(HYPOTHESES, references), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["s_bleu"] == pytest.approx(expected(HYPOTHESES, references)[0])
 
 
 def test_tokenized_reference_of_another_length_is_an_error(tmp_path):
