@@ -23,7 +23,10 @@ sentence-level fairseq ``transformer`` scored on the same candidates without con
 labelled by its checkpoint's architecture. ``--json`` prints the same as JSON. Text is fed
 to the models as it is in the files unless it is segmented the way scripts/prepare_documents.py
 segmented the training data: Moses tokenization (--moses) and/or BPE (--bpe-codes), or a
-pretrained checkpoint's sentencepiece model on the raw text (--spm-model, alone).
+pretrained checkpoint's sentencepiece model on the raw text (--spm-model, alone). Text already in
+subword pieces is refused with those options, which would segment it again; a checkpoint whose
+dictionary is a sentencepiece model's is refused without --spm-model unless the text is in
+sentencepiece pieces already: it would read raw words as <unk> (``subword_pieces.py`` tells both).
 
     python scripts/contrastive_eval.py --path checkpoints/memory/checkpoint_best.pt \\
         --data data-bin --sentence-model checkpoints/sentence/checkpoint_best.pt \\
@@ -43,6 +46,7 @@ from memory_nmt.evaluation import contrastive
 
 from .paths import check_paths
 from .prepare_documents import apply_bpe, apply_sentencepiece, load_sentencepiece, spm_model_refused_with, tokenize
+from .subword_pieces import SEGMENTATIONS, dictionary_segmentation, segmentation_of
 from .text_files import TextFileError
 
 FILES = {
@@ -89,6 +93,44 @@ def segmenter(args):
     return segment
 
 
+def first_in_pieces(items):
+    """(item, segmentation) of the first item with a sentence in subword pieces
+    (``subword_pieces.segmentation_of``), or None."""
+    for item in items:
+        for sentence in (*item.context_source, item.source, *item.context_target, *item.candidates):
+            segmentation = segmentation_of(sentence)
+            if segmentation:
+                return item, segmentation
+    return None
+
+
+def check_unsegmented(items, segment):
+    """Items to be segmented by ``segment`` (``segmenter``; None: none) must not be in pieces already."""
+    found = first_in_pieces(items) if segment is not None else None
+    if found:
+        item, segmentation = found
+        raise contrastive.ContrastiveDataError(
+            f"{item.where}: the item is in {SEGMENTATIONS[segmentation]} pieces already, which --moses, "
+            "--bpe-codes and --spm-model would segment again: leave them out, or give the raw text"
+        )
+
+
+def check_model_reads(path, task, items, spm_model):
+    """The checkpoint at ``path`` (its task loaded) must read the items as its data was segmented:
+    one whose dictionary is a sentencepiece model's is refused without ``spm_model`` unless the
+    items are in sentencepiece pieces already."""
+    if spm_model:
+        return
+    if "sentencepiece" not in map(dictionary_segmentation, (task.source_dictionary, task.target_dictionary)):
+        return
+    found = first_in_pieces(items)
+    if found is None or found[1] != "sentencepiece":
+        raise contrastive.ContrastiveDataError(
+            f"{path}: its dictionary holds sentencepiece pieces but the items are not in them ({items[0].where}), so "
+            "it would read their words as <unk>: give --spm-model, the sentencepiece model its data was segmented with"
+        )
+
+
 def preprocessed(items, segment, source_lang, target_lang):
     """The items with their text segmented by ``segment`` (``segmenter``; None: as they are)."""
     if segment is None:
@@ -115,6 +157,7 @@ def evaluate(path, data, items, segment, args, use_cuda, model_overrides=None):
     """(architecture, accuracy) of the checkpoint at ``path`` on ``items``, their text segmented
     by ``segment`` (``segmenter``)."""
     model, task, architecture = load(path, data, use_cuda, model_overrides)
+    check_model_reads(path, task, items, args.spm_model)
     model_items = preprocessed(items, segment, task.cfg.source_lang, task.cfg.target_lang)
     scores = contrastive.score_items(
         model, task, model_items, max_tokens=args.max_tokens,
@@ -202,6 +245,7 @@ def main(argv=None):
         items = read_items(args)
         if not items:
             raise contrastive.ContrastiveDataError(f"{args.files[0]}: no test items")
+        check_unsegmented(items, segment)
         architecture, accuracy = evaluate(args.path, args.data, items, segment, args, use_cuda)
         results = {architecture: accuracy}
         if args.sentence_model:

@@ -1,9 +1,9 @@
 """What every test module shares: a tiny synthetic document corpus binarized with fairseq-preprocess,
 checkpoints trained on it, two tiny pretrained checkpoints with language tokens (mBART-shaped and
-multilingual), a tiny sentencepiece model standing in for a pretrained checkpoint's,
-fairseq tasks/models/criteria built from command-line arguments as fairseq-train builds them, and
-the contract checks every system reuses (walk, context reach, decoding, the stock CLIs and the hub
-alike).
+multilingual), a tiny sentencepiece model standing in for a pretrained checkpoint's and a checkpoint
+built on data it segmented, fairseq tasks/models/criteria built from command-line arguments as
+fairseq-train builds them, and the contract checks every system reuses (walk, context reach,
+decoding, the stock CLIs and the hub alike).
 
 The tests are grouped as the code is: ``pipeline/`` (the document machinery, the stock CLIs, the
 package's imports), ``systems/`` (what makes each system itself, and adding one) and ``tools/``
@@ -19,7 +19,7 @@ import pytest
 import sentencepiece
 import torch
 
-from memory_nmt_tools import synthetic_documents
+from memory_nmt_tools import prepare_documents, synthetic_documents
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "memory_nmt"
@@ -189,17 +189,45 @@ TRAIN_DE = ["das unterhaus verabschiedete den neuen haushalt .",
             "die niedrigsten preise waren neuer .", "sie ging langsam an den häusern vorbei ."] * 3
 
 
-@pytest.fixture
-def spm_model(tmp_path):
+def train_sentencepiece(directory):
     """A tiny sentencepiece model trained on TRAIN_EN and TRAIN_DE, standing in for a pretrained
     checkpoint's (a corpus this small holds fewer than 60 pieces: the limit is soft)."""
-    corpus = tmp_path / "spm-train.txt"
+    corpus = directory / "spm-train.txt"
     corpus.write_text("\n".join(TRAIN_EN + TRAIN_DE) + "\n", encoding="utf-8")
     sentencepiece.SentencePieceTrainer.train(
-        input=str(corpus), model_prefix=str(tmp_path / "spm"), vocab_size=60,
+        input=str(corpus), model_prefix=str(directory / "spm"), vocab_size=60,
         hard_vocab_limit=False, minloglevel=2,
     )
-    return tmp_path / "spm.model"
+    return directory / "spm.model"
+
+
+@pytest.fixture
+def spm_model(tmp_path):
+    """``train_sentencepiece``'s model."""
+    return train_sentencepiece(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def spm_checkpoint(tmp_path_factory):
+    """(checkpoint, data-bin, sentencepiece model): TRAIN_EN and TRAIN_DE, three documents, segmented
+    by ``train_sentencepiece``'s model as prepare_documents.py --spm-model segments them and binarized
+    as the train and test splits, and a tiny fairseq transformer built on them and saved untrained
+    (what a sentencepiece model's checkpoint holds is its dictionary: the scoring tools' checks read it)."""
+    root = tmp_path_factory.mktemp("spm_checkpoint")
+    model = train_sentencepiece(root)
+    for lang, lines in (("en", TRAIN_EN), ("de", TRAIN_DE)):
+        (root / f"documents.{lang}").write_text("\n\n".join("\n".join(lines[i:i + 3]) for i in (0, 3, 6)) + "\n",
+                                                encoding="utf-8")
+    prepare_documents.main(["--format", "blank-lines", "--source", str(root / "documents.en"),
+                            "--target", str(root / "documents.de"), "--source-lang", "en", "--target-lang", "de",
+                            "--output-prefix", str(root / "pieces"), "--spm-model", str(model)])
+    run([fairseq_command("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
+         "--trainpref", str(root / "pieces"), "--testpref", str(root / "pieces"), "--destdir", str(root / "bin"),
+         "--joined-dictionary", "--workers", "1"])
+    shutil.copy(root / "pieces.docids", root / "bin" / "test.en-de.docids")
+    _, transformer, _, cfg = build(root / "bin", "--arch", "transformer", *TINY_DIMS, task="translation")
+    save_checkpoint(transformer, cfg, root / "checkpoint.pt")
+    return root / "checkpoint.pt", root / "bin", model
 
 
 TINY_TRANSFORMER_MODULES = ("encoder.embed_tokens, encoder.layers.0-1, decoder.embed_tokens, "

@@ -5,10 +5,12 @@ import json
 import re
 import shutil
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 import torch
+from fairseq.data import Dictionary
 from fairseq.data.data_utils import post_process
 from fairseq.sequence_scorer import SequenceScorer
 
@@ -23,6 +25,7 @@ from memory_nmt.evaluation.contrastive import (
     score_items,
 )
 from memory_nmt_tools import contrastive_eval, prepare_documents, synthetic_documents
+from memory_nmt_tools.subword_pieces import dictionary_segmentation
 
 
 def write(path, lines):
@@ -227,6 +230,71 @@ def test_a_bad_spm_model_is_named_before_the_items_are_read(tmp_path, monkeypatc
     with pytest.raises(SystemExit, match=re.escape(f"error: --spm-model {tmp_path / model}: {message}")):
         contrastive_eval.main(["--path", str(tmp_path / "dict.txt"), "--format", "voita", str(tmp_path / "dict.txt"),
                                "--spm-model", str(tmp_path / model)])
+
+
+def spm_items(path, segment=None):
+    """SPM_ITEMS written to ``path``, each sentence segmented by ``segment`` (joined with " _eos ")
+    if given; the path."""
+    def segmented(joined):
+        return " _eos ".join(segment(joined.split(" _eos ")))
+
+    path.write_text(json.dumps([{**item, "src": segmented(item["src"]), "dst": [segmented(d) for d in item["dst"]]}
+                                if segment else item for item in SPM_ITEMS]))
+    return path
+
+
+def test_a_sentencepiece_checkpoints_dictionary_is_told_from_a_word_one(spm_checkpoint, data_bin):
+    """What the refusals below read: a dictionary with ▁ on one symbol in twenty or more."""
+    _, spm_data, _ = spm_checkpoint
+    assert dictionary_segmentation(Dictionary.load(str(spm_data / "dict.en.txt"))) == "sentencepiece"
+    assert dictionary_segmentation(Dictionary.load(str(data_bin / "dict.en.txt"))) is None
+
+
+@pytest.mark.parametrize("options", [[], ["--moses"]], ids=["raw", "moses"])
+def test_a_sentencepiece_checkpoint_is_refused_on_raw_text_without_spm_model(spm_checkpoint, tmp_path, options):
+    """Before, it scored the raw words as <unk>."""
+    checkpoint, data, _ = spm_checkpoint
+    items = spm_items(tmp_path / "items.json")
+    with pytest.raises(SystemExit) as refused:
+        contrastive_eval.main(["--path", str(checkpoint), "--data", str(data), "--cpu", "--format", "voita", str(items),
+                               *options])
+    assert refused.value.code == (
+        f"error: {checkpoint}: its dictionary holds sentencepiece pieces but the items are not in them ({items}: "
+        "entry 0), so it would read their words as <unk>: give --spm-model, the sentencepiece model its data was "
+        "segmented with")
+
+
+def test_items_in_the_checkpoints_pieces_are_scored_as_raw_items_with_its_spm_model(spm_checkpoint, tmp_path,
+                                                                                 monkeypatch):
+    """A test set segmented beforehand needs no --spm-model: the model reads what --spm-model gives it."""
+    def score_items(model, task, items, **kwargs):
+        scored.append(items)
+        return score(model, task, items, **kwargs)
+
+    checkpoint, data, model = spm_checkpoint
+    scored, score = [], contrastive_eval.contrastive.score_items
+    monkeypatch.setattr(contrastive_eval.contrastive, "score_items", score_items)
+    pieces = spm_items(tmp_path / "pieces.json", lambda sentences: prepare_documents.apply_sentencepiece(
+        sentences, prepare_documents.load_sentencepiece(model)))
+    for items, options in ((spm_items(tmp_path / "items.json"), ["--spm-model", str(model)]), (pieces, [])):
+        contrastive_eval.main(["--path", str(checkpoint), "--data", str(data), "--cpu", "--format", "voita",
+                               str(items), *options])
+    with_spm_model, segmented_before = scored
+    assert [replace(item, where="") for item in with_spm_model] == [replace(item, where="") for item in segmented_before]
+    assert "\u2581" in with_spm_model[0].source
+
+
+def test_items_in_pieces_are_refused_with_a_segmentation(spm_checkpoint, tmp_path):
+    """--spm-model (or --moses, --bpe-codes) would segment them again."""
+    checkpoint, data, model = spm_checkpoint
+    pieces = spm_items(tmp_path / "pieces.json", lambda sentences: prepare_documents.apply_sentencepiece(
+        sentences, prepare_documents.load_sentencepiece(model)))
+    with pytest.raises(SystemExit) as refused:
+        contrastive_eval.main(["--path", str(checkpoint), "--data", str(data), "--cpu", "--format", "voita",
+                               str(pieces), "--spm-model", str(model)])
+    assert refused.value.code == (
+        f"error: {pieces}: entry 0: the item is in sentencepiece pieces already, which --moses, --bpe-codes and "
+        "--spm-model would segment again: leave them out, or give the raw text")
 
 
 @pytest.mark.parametrize("sentence_model", ["transformer", "transformer_recurrent_memory_small (--sentence-model)"])
