@@ -32,9 +32,11 @@ from .comparison_report import UNMEASURED, plot, table, tables, write_json
 from .document_bleu import read_docids, score_documents
 from .generate_texts import read_hypotheses, read_references
 from .long_document_cost import load_for_decoding
+from .subword_pieces import SEGMENTATIONS, dictionary_segmentation, fairseq_post_process
 from .text_files import TextFileError
 
 PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
+ADD_POST_PROCESS = "add --post-process {0} to --generate-args"
 SPEED_LINE = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
 
 
@@ -78,11 +80,29 @@ def named_errors(name, kind=InputError):
         raise ComparisonError(f"{name}: {error}") from None
 
 
-def not_measurable(args, name, path):
+def check_segmentation(args, name, path, cfg, task, items):
+    """System ``name``'s data segmented into subword pieces (``subword_pieces.dictionary_segmentation``)
+    must be undone by fairseq-generate (its ``--post-process``, or its ``--bpe``) before BLEU, and the
+    contrastive ``items`` it scores (None: none) read as its data was segmented
+    (``contrastive_eval.check_model_reads``)."""
+    segmentation = dictionary_segmentation(task.target_dictionary)
+    undone = {fairseq_post_process(cfg.common_eval.post_process), cfg.bpe._name if cfg.bpe else None}
+    if segmentation and segmentation not in undone:
+        raise ComparisonError(
+            f"{name}: its target dictionary holds {SEGMENTATIONS[segmentation]} pieces, which fairseq-generate "
+            f"would leave in its translations: {ADD_POST_PROCESS.format(segmentation)}"
+        )
+    if items is not None:
+        with named_errors(name, contrastive.ContrastiveDataError):
+            contrastive_eval.check_model_reads(path, task, items, args.spm_model)
+
+
+def not_measurable(args, name, path, items):
     """What system ``name`` is not measured on, and why ({"cxmi" or "contrastive": reason}; see
     ``compare_systems``' doc), read from its model with its ``--model-overrides``; the split is loaded and
-    batched for it as fairseq-generate will, so that what would stop its translation stops the
-    comparison before anything is translated."""
+    batched for it as fairseq-generate will, and its segmentation checked against the options and
+    the contrastive ``items`` (``check_segmentation``), so that what would stop its translation or
+    spoil its scores stops the comparison before anything is translated."""
     with named_errors(name):
         cfg, task, model = load_for_decoding([args.data, *decoding_options(args, name, path)])
         task.load_dataset(args.gen_subset)
@@ -91,6 +111,7 @@ def not_measurable(args, name, path):
             max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
         )
     choice = document_system(model).context_choice()
+    check_segmentation(args, name, path, cfg, task, items if choice is None else None)  # a choice: no items scored
     if choice is None:
         return {}
     sentences = {"next": "the next sentences of its document", "random": "random sentences of other documents"}
@@ -116,8 +137,8 @@ def translate(args, name, path, workdir, docids):
     speed = SPEED_LINE.search(done.stdout + done.stderr)
     if speed is None:
         raise ComparisonError(f"{name}: fairseq-generate printed no 'Translated ... sentences/s' line ({log})")
-    hypotheses = read_hypotheses(str(output), len(docids))
-    references = read_references(str(output), len(docids), args.reference)
+    hypotheses = read_hypotheses(str(output), len(docids), fix=ADD_POST_PROCESS)
+    references = read_references(str(output), len(docids), args.reference, fix=ADD_POST_PROCESS)
     bleu = score_documents(hypotheses, references, docids)
     return {**bleu, "sentences_per_second": float(speed[4]), "generate_output": str(output)}
 
@@ -145,7 +166,9 @@ def contrastive_items(args):
     options = contrastive_options(args)
     segment = contrastive_eval.segmenter(options)
     with named_errors("--contrastive", contrastive.ContrastiveDataError):
-        return contrastive_eval.read_items(options), segment
+        items = contrastive_eval.read_items(options)
+        contrastive_eval.check_unsegmented(items, segment)
+    return items, segment
 
 
 def contrastive_scores(args, name, path, items, segment, use_cuda):
@@ -190,7 +213,7 @@ def compare(args, workdir, device, results):
     """Measure every system into ``results`` (its figures as soon as they exist, in ``--json``
     too), after checking them all."""
     docids, (items, segment) = read_docids(docids_path(args)), contrastive_items(args)  # before translating anything
-    unmeasured = {name: not_measurable(args, name, path) for name, path in args.systems}
+    unmeasured = {name: not_measurable(args, name, path, items) for name, path in args.systems}
     for name, reasons in unmeasured.items():
         for key, reason in reasons.items():
             print(f"==> {name}: no {UNMEASURED[key]}: {reason}", file=sys.stderr)

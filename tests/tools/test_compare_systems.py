@@ -24,6 +24,7 @@ from memory_nmt_tools import (
     prepare_documents,
     synthetic_documents,
 )
+from memory_nmt_tools.text_files import TextFileError
 
 SCRIPT = REPO / "scripts" / "compare_systems.py"
 
@@ -225,6 +226,63 @@ def test_a_bad_spm_model_is_named_before_the_first_system_is_translated(nothing_
     with pytest.raises(SystemExit, match=re.escape(f"error: --spm-model {tmp_path / model}: {message}")):
         compare_systems.main(["--data", f"{tmp_path}/data", *nothing_translated, "--contrastive", "voita",
                               f"{tmp_path}/items.json", "--spm-model", str(tmp_path / model)])
+
+
+class Translated(Exception):
+    """Raised where a system would be translated: every check before it has passed."""
+
+
+@pytest.mark.parametrize("options, message", [
+    ([], "spm: its target dictionary holds sentencepiece pieces, which fairseq-generate would leave in its "
+         "translations: add --post-process sentencepiece to --generate-args"),
+    (["--generate-args", "--post-process subword_nmt"], "spm: its target dictionary holds sentencepiece pieces, which "
+     "fairseq-generate would leave in its translations: add --post-process sentencepiece to --generate-args"),
+    (["--generate-args", "--post-process sentencepiece", "--contrastive", "voita", "{tmp}/items.json"],
+     "spm: {checkpoint}: its dictionary holds sentencepiece pieces but the items are not in them ({tmp}/items.json: "
+     "entry 0), so it would read their words as <unk>: give --spm-model, the sentencepiece model its data was "
+     "segmented with"),
+    (["--generate-args", "--post-process sentencepiece", "--contrastive", "voita", "{tmp}/items.json",
+      "--spm-model", "{model}"], None),
+    (["--generate-args", "--bpe sentencepiece --sentencepiece-model {model}"], None),
+], ids=["no-post-process", "another-post-process", "contrastive-without-spm-model", "both", "bpe"])
+def test_a_sentencepiece_checkpoint_needs_its_post_process_and_spm_model_before_anything_is_translated(
+        spm_checkpoint, tmp_path, monkeypatch, options, message):
+    """Before, its translations were scored in pieces and its contrastive items read as <unk>, the
+    comparison ending without a word. None: the checks pass and the system is translated."""
+    def translate(*args):
+        raise Translated
+
+    checkpoint, data, model = spm_checkpoint
+    monkeypatch.setattr(comparison_steps, "translate", translate)
+    (tmp_path / "items.json").write_text(json.dumps(SPM_ITEMS))
+    names = dict(tmp=tmp_path, checkpoint=checkpoint, model=model)
+    command = ["--data", str(data), "--system", f"spm={checkpoint}", "--cpu", *(o.format(**names) for o in options)]
+    if message is None:
+        with pytest.raises(Translated):
+            compare_systems.main(command)
+        return
+    with pytest.raises(SystemExit) as refused:
+        compare_systems.main(command)
+    assert refused.value.code == f"error: {message.format(**names)}"
+
+
+def test_translations_in_pieces_are_refused_naming_generate_args(spm_checkpoint, tmp_path, monkeypatch):
+    """What fairseq-generate printed is read as document_bleu.py reads it: pieces left in it are
+    refused, naming the option of compare_systems.py that undoes them."""
+    def fairseq_generate(command, **kwargs):
+        score = {"T": "", "H": "-0.5\t", "D": "-0.5\t"}  # the T- lines have none
+        lines = [f"{kind}-{i}\t{score[kind]}\u2581da s \u2581haus" for i in range(9) for kind in "THD"]
+        return subprocess.CompletedProcess(command, 0, stdout="\n".join(lines) + "\n",
+                                           stderr="Translated 9 sentences (27 tokens) in 0.1s (90.00 sentences/s")
+
+    checkpoint, data, _ = spm_checkpoint
+    monkeypatch.setattr(comparison_steps.subprocess, "run", fairseq_generate)
+    args = compare_systems.parse_args(["--data", str(data), "--system", f"spm={checkpoint}", "--cpu"])
+    docids = comparison_steps.read_docids(data / "test.en-de.docids")
+    with pytest.raises(TextFileError) as refused:
+        comparison_steps.translate(args, "spm", str(checkpoint), tmp_path, docids)
+    assert str(refused.value) == (f"{tmp_path}/generate-spm.txt:3: D-0 is in sentencepiece pieces ('\u2581da s "
+                                  "\u2581haus'): add --post-process sentencepiece to --generate-args")
 
 
 def test_a_failed_step_points_at_a_log_that_is_kept(monkeypatch, tmp_path, data_bin, sentence_checkpoint):
