@@ -58,6 +58,13 @@ class StoppableBatches:
     def __len__(self):
         return len(self.batches)
 
+    def take(self, n):
+        """Truncate to ``n`` batches, as fairseq's ``BufferedIterator.take`` asks of what it reads,
+        where ``batches`` can be truncated."""
+        if hasattr(self.batches, "take"):
+            self.batches.take(n)
+        return self
+
     def __iter__(self):
         for batch in self.batches:
             yield batch

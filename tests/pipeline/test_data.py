@@ -352,3 +352,15 @@ def test_every_worker_keeps_the_same_digest_of_the_epochs_batches(data_bin, arch
     if arch is TINY_MODEL:
         other, _, _, _ = build(data_bin, *arch, "--optimization-window", "2")
         assert plans(other)[0] != first
+
+
+def test_truncating_the_batches_made_ahead_reaches_what_they_are_made_from():
+    """fairseq's ``CountingIterator.take`` truncates the iterator it counts, which passes it on to what it
+    reads where that can be truncated: the batches made ahead pass it on as fairseq's own iterator does."""
+    from fairseq.data import iterators
+
+    from memory_nmt.batches_ahead import BatchesAhead
+
+    made_from = iterators.CountingIterator(list(range(10)))
+    counted = iterators.CountingIterator(BatchesAhead(2, made_from)).take(3)
+    assert list(counted) == [0, 1, 2] and made_from.total == 3
