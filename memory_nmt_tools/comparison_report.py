@@ -39,15 +39,13 @@ def contrastive_keys(results, figure, args):
     return keys[-1:] + keys[:-1]
 
 
-def table(results, args):
-    """One row per system: BLEU, CXMI, contrastive accuracy, speed and peak memory; '-' where a
-    figure is not measured (a run stopped by an error), n/a where it cannot be (the legend says why)."""
+def table_rows(results, args):
+    """The columns (title, width, alignment) of ``table`` and the cells of each system's row."""
     distances, lengths = contrastive_keys(results, "contrastive", args), args.lengths
     columns = [("system", 12, "<"), ("s-BLEU", 7, ">"), ("d-BLEU", 7, ">"), ("CXMI", 7, ">")]
     columns += [("ctx " + key if key == "all" else f"d={key}", 7, ">") for key in distances]
     columns += [("sent/s", 8, ">")] + [(f"MiB@{n}", 9, ">") for n in lengths] + [(f"ms/sent@{lengths[-1]}", 14, ">")]
-    lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
-    lines.append("-" * len(lines[0]))
+    rows = []
     for name, r in results.items():
         cells = [name, f"{r['s_bleu']:.2f}", f"{r['d_bleu']:.2f}", cxmi_cell(r)]
         accuracy, skipped = r.get("contrastive") or {}, "contrastive" in r["not_measured"]
@@ -59,23 +57,45 @@ def table(results, args):
         cells += [shown(measured[n]["peak_bytes"] / MiB if n in measured else None, ".1f") for n in lengths]
         longest = measured.get(lengths[-1])
         cells.append(shown(1000 * longest["seconds_per_sentence"] if longest else None, ".1f"))
-        lines.append(" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)))
+        rows.append(cells)
+    return columns, rows
+
+
+def contrastive_cxmi_rows(results, args):
+    """The columns of ``contrastive_cxmi_table`` and the cells of each system's row."""
+    keys = contrastive_keys(results, "contrastive_cxmi", args)
+    columns = [("system", 12, "<")] + [("CXMI " + key if key == "all" else f"d={key}", 9, ">") for key in keys]
+    rows = []
+    for name, r in results.items():
+        cxmi = r.get("contrastive_cxmi") or {}
+        skipped = "contrastive" in r["not_measured"]
+        rows.append([name] + ["n/a" if skipped else shown_bits(cxmi[key]["bits_per_token"]) if key in cxmi else "-"
+                              for key in keys])
+    return columns, rows
+
+
+def formatted(columns, rows):
+    lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
+    lines.append("-" * len(lines[0]))
+    lines += [" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)) for cells in rows]
     return "\n".join(lines)
+
+
+def table(results, args):
+    """One row per system: BLEU, CXMI, contrastive accuracy, speed and peak memory; '-' where a
+    figure is not measured (a run stopped by an error), n/a where it cannot be (the legend says why)."""
+    return formatted(*table_rows(results, args))
 
 
 def contrastive_cxmi_table(results, args):
     """One row per system: the contrastive items' CXMI overall and by distance (bits per token)."""
-    keys = contrastive_keys(results, "contrastive_cxmi", args)
-    columns = [("system", 12, "<")] + [("CXMI " + key if key == "all" else f"d={key}", 9, ">") for key in keys]
-    lines = [" ".join(f"{title:{align}{width}}" for title, width, align in columns)]
-    lines.append("-" * len(lines[0]))
-    for name, r in results.items():
-        cxmi = r.get("contrastive_cxmi") or {}
-        skipped = "contrastive" in r["not_measured"]
-        cells = [name] + ["n/a" if skipped else shown_bits(cxmi[key]["bits_per_token"]) if key in cxmi else "-"
-                          for key in keys]
-        lines.append(" ".join(f"{cell:{align}{width}}" for cell, (_, width, align) in zip(cells, columns)))
-    return "\n".join(lines)
+    return formatted(*contrastive_cxmi_rows(results, args))
+
+
+def unmeasured_cells(results, args) -> bool:
+    """Whether a system's row of the tables shows '-', a figure not measured."""
+    rows = table_rows(results, args)[1] + (contrastive_cxmi_rows(results, args)[1] if args.contrastive else [])
+    return any("-" in cells[1:] for cells in rows)
 
 
 def legend(results, args, device):

@@ -28,7 +28,7 @@ from memory_nmt.pipeline.system import document_system
 
 from . import context_usage, contrastive_eval
 from .benchmarks.peak_memory import FreshProcessError, measured_in_fresh_process
-from .comparison_report import UNMEASURED, plot, table, tables, write_json
+from .comparison_report import UNMEASURED, plot, table, tables, unmeasured_cells, write_json
 from .document_bleu import read_docids, score_documents
 from .generate_texts import read_hypotheses, read_references
 from .long_document_cost import load_for_decoding
@@ -63,11 +63,35 @@ def docids_path(args):
     if args.docids:
         return args.docids
     found = sorted(Path(args.data).glob(f"{args.gen_subset}.*.docids"))
+    if not found:
+        check_split_held(args.data, args.gen_subset)
     if len(found) != 1:
         raise ComparisonError(
             f"{args.data}: expected one {args.gen_subset}.SRC-TGT.docids, found {len(found)}; give --docids"
         )
     return str(found[0])
+
+
+def check_split_held(data, split):
+    """Refuse a --gen-subset of which ``data`` holds no file (SPLIT.SRC-TGT.*), naming the splits it holds."""
+    held = sorted({path.name.split(".")[0] for path in Path(data).glob("*.*-*.*")})
+    if split not in held:
+        raise ComparisonError(f"--gen-subset {split}: {data} holds no split {split!r} (it holds: "
+                              f"{', '.join(held) or 'none'}); give --gen-subset one of those")
+
+
+def failed(name, step, log, stderr):
+    """A ``ComparisonError`` for system ``name``'s ``step`` whose process failed: the last line it
+    printed (its error, which the plugin's tools print on one line) and its log, where the rest is."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return ComparisonError(f"{name}: {step} failed: {lines[-1] if lines else 'it printed nothing'} (its log: {log})")
+
+
+def check_checkpoint_kept(name, path):
+    """Refuse to go on with system ``name`` once its checkpoint is gone (removed or moved during the run)."""
+    if not Path(path).is_file():
+        raise ComparisonError(f"{name}: its checkpoint {path} is gone (it was there when the comparison began): "
+                              "put it back, and run the comparison again")
 
 
 @contextmanager
@@ -133,7 +157,7 @@ def translate(args, name, path, workdir, docids):
     log = output.with_suffix(".log")
     log.write_text(done.stderr, encoding="utf-8")
     if done.returncode:
-        raise ComparisonError(f"{name}: fairseq-generate failed (its log: {log}):\n{done.stderr[-3000:]}")
+        raise failed(name, "fairseq-generate", log, done.stderr)
     speed = SPEED_LINE.search(done.stdout + done.stderr)
     if speed is None:
         raise ComparisonError(f"{name}: fairseq-generate printed no 'Translated ... sentences/s' line ({log})")
@@ -205,8 +229,7 @@ def measure_in_subprocess(args, name, path, length, workdir):
     except FreshProcessError as error:
         log = workdir / f"measure-{name}-{length}.log"
         log.write_text(error.stderr, encoding="utf-8")
-        raise ComparisonError(f"{name}: measuring a {length}-sentence document failed (its log: {log}):\n"
-                              f"{error.stderr[-3000:]}") from None
+        raise failed(name, f"measuring a {length}-sentence document", log, error.stderr) from None
 
 
 def compare(args, workdir, device, results):
@@ -219,11 +242,13 @@ def compare(args, workdir, device, results):
             print(f"==> {name}: no {UNMEASURED[key]}: {reason}", file=sys.stderr)
     use_cuda = device == "cuda"
     for name, path in args.systems:
+        check_checkpoint_kept(name, path)
         figures = results[name] = {**translate(args, name, path, workdir, docids), "checkpoint": path,
                                    "model_overrides": args.overrides.get(name), "not_measured": unmeasured[name]}
         write_json(args, device, results)
         print(f"==> {name}: CXMI, contrastive items and documents of {args.lengths} sentences", file=sys.stderr,
               flush=True)
+        check_checkpoint_kept(name, path)
         with named_errors(name):
             figures["cxmi"] = None if "cxmi" in unmeasured[name] else split_cxmi(args, name, path, workdir, use_cuda)
             write_json(args, device, results)
@@ -233,17 +258,23 @@ def compare(args, workdir, device, results):
             write_json(args, device, results)
         figures["long_documents"] = {}
         for length in args.lengths:
+            check_checkpoint_kept(name, path)
             figures["long_documents"][length] = measure_in_subprocess(args, name, path, length, workdir)
             write_json(args, device, results)
         print(f"\n{table(results, args)}\n", file=sys.stderr, flush=True)
 
 
 def stopped(args, device, results, error):
-    """What was measured before ``error`` stopped the comparison: its table, and ``--json``."""
+    """What was measured before ``error`` stopped the comparison: its table, what it lacks, and ``--json``."""
     if not results:
         return
+    systems = [name for name, _ in args.systems if name not in results]  # not in the table
+    lacking = "'-' was not measured" if unmeasured_cells(results, args) else ""
+    if systems:
+        verb = "were" if len(systems) > 1 else "was"
+        lacking += f", nor {verb} {', '.join(systems)}" if lacking else f"{', '.join(systems)} {verb} not measured"
     kept = f"; every figure above is in {args.json}" if args.json else ""
-    print(f"\n{tables(results, args, device)}\nstopped by the error below: '-' was not measured{kept}")
+    print(f"\n{tables(results, args, device)}\nstopped by the error below{': ' if lacking else ''}{lacking}{kept}")
     write_json(args, device, results, error=error)
 
 

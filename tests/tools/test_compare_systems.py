@@ -4,6 +4,7 @@ CXMI) run on their own."""
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -122,7 +123,8 @@ def test_model_overrides_reach_their_system_only(data_bin, tmp_path):
     (["--contrastive", "voita", "{tmp}/missing.json"], "--contrastive: cannot read {tmp}/missing.json"),
     (["--contrastive", "voita"], "--contrastive voita: give a format and its files"),
     (["--contrastive", "voita", "{tmp}/bad.json"], "entry 0: 'true_ind' is a str"),
-    (["--gen-subset", "nosuch"], "expected one nosuch.SRC-TGT.docids"),
+    (["--gen-subset", "nosuch"], "--gen-subset nosuch: {data} holds no split 'nosuch' (it holds: test, train, "
+                                 "valid); give --gen-subset one of those"),  # was: "found 0 docids; give --docids"
     (["--reference", "{tmp}/missing.de"], "--reference {tmp}/missing.de: no such file"),
     ([], "a: {tmp}/checkpoint.pt: cannot be read as a checkpoint (EOFError: Ran out of input)"),
 ], ids=["contrastive-file", "contrastive-format", "contrastive-item", "docids", "reference", "checkpoint"])
@@ -135,7 +137,7 @@ def test_inputs_are_checked_before_the_first_system_is_translated(data_bin, tmp_
     with pytest.raises(SystemExit) as refused:
         compare_systems.main(["--data", str(data_bin), "--system", f"a={tmp_path}/checkpoint.pt", "--cpu",
                               *(argument.format(tmp=tmp_path) for argument in arguments)])
-    assert message.format(tmp=tmp_path) in f"{refused.value.code} {capsys.readouterr().err}"
+    assert message.format(tmp=tmp_path, data=data_bin) in f"{refused.value.code} {capsys.readouterr().err}"
 
 
 @pytest.fixture
@@ -285,18 +287,26 @@ def test_translations_in_pieces_are_refused_naming_generate_args(spm_checkpoint,
                                   "\u2581haus'): add --post-process sentencepiece to --generate-args")
 
 
-def test_a_failed_step_points_at_a_log_that_is_kept(monkeypatch, tmp_path, data_bin, sentence_checkpoint):
+@pytest.mark.parametrize("stderr, error", [
+    ("Traceback (most recent call last):\n  ...\nRuntimeError: boom\n", "RuntimeError: boom"),
+    ("{'_name': None, 'common': {" + "'x': 0, " * 500 + "}}\ngenerate.py: error: --path a.pt: no such file\n",
+     "generate.py: error: --path a.pt: no such file"),  # the error began in the cut-off config fairseq logs
+], ids=["traceback", "one-line error"])
+def test_a_failed_step_is_named_on_one_line_pointing_at_a_log_that_is_kept(monkeypatch, tmp_path, data_bin,
+                                                                           sentence_checkpoint, stderr, error):
     """Without --workdir, the outputs go to a temporary folder; it was deleted before the error
-    that named the failed fairseq-generate's log in it was printed."""
+    that named the failed fairseq-generate's log in it was printed. The error is one line: the last
+    the step printed, which the log holds with the rest."""
     def fairseq_generate(command, **kwargs):
-        return subprocess.CompletedProcess(command, 1, stdout="", stderr="Traceback ...\nRuntimeError: boom\n")
+        return subprocess.CompletedProcess(command, 1, stdout="", stderr=stderr)
 
     monkeypatch.setattr(comparison_steps.subprocess, "run", fairseq_generate)
     monkeypatch.setattr(comparison_steps.tempfile, "tempdir", str(tmp_path))  # the kept folder goes here
     with pytest.raises(SystemExit) as failed:
         compare_systems.main(["--data", str(data_bin), "--system", f"a={sentence_checkpoint}", "--cpu"])
-    log = re.search(r"its log: (\S+)\)", str(failed.value.code))[1]
-    assert log.startswith(f"{tmp_path}/compare_systems-") and "RuntimeError: boom" in open(log).read()
+    log = re.search(r"its log: (\S+)\)$", str(failed.value.code))[1]
+    assert str(failed.value.code) == f"error: a: fairseq-generate failed: {error} (its log: {log})"
+    assert log.startswith(f"{tmp_path}/compare_systems-") and open(log).read() == stderr
 
 
 @pytest.fixture(scope="module")
@@ -306,9 +316,10 @@ def what_a_user_sees(data_bin, tmp_path_factory):
 
     - "refused": the command line refused while parsed (stderr), ``arguments`` added;
     - "one document": random context (r) on a split of one document (stdout, then the error);
-    - "run": r and n (--context-choice next) compared with contrastive items and --lengths 3,
-      n's checkpoint gone when its document is measured, its last step (stdout, then the error);
-    - "run json": that run's --json: whether complete, its error's first line, each system's figures
+    - "run": r, n (--context-choice next) and x (n's copy) compared with contrastive items and
+      --lengths 3, n's checkpoint removed after its CXMI on the split, before its document is
+      measured (stdout, then the error): x is never measured;
+    - "run json": that run's --json: whether complete, its error, each system's figures
       (the names of those it holds).
 
     r and n are associated memories whose data chooses their context sentences, untrained (n's
@@ -326,20 +337,22 @@ def what_a_user_sees(data_bin, tmp_path_factory):
     (one_document / "test.en-de.docids").unlink()
     (one_document / "test.en-de.docids").write_text("talk\n" * sentences)
     write_items(root / "items.json")
+    shutil.copy(root / "next.pt", root / "spare.pt")
     seen = {}
 
     def in_process(arguments, checkpoint_gone=None):
-        measure = comparison_steps.measure_in_subprocess
+        split_cxmi = comparison_steps.split_cxmi
 
-        def measure_after_removing(args, name, path, length, workdir):
+        def removing_after_cxmi(args, name, path, *rest):
+            measured = split_cxmi(args, name, path, *rest)
             if name == checkpoint_gone:
                 Path(path).unlink()
-            return measure(args, name, path, length, workdir)
+            return measured
 
         printed = io.StringIO()
         with pytest.MonkeyPatch.context() as patch, redirect_stdout(printed), pytest.raises(SystemExit) as stopped:
             patch.chdir(root)
-            patch.setattr(comparison_steps, "measure_in_subprocess", measure_after_removing)
+            patch.setattr(comparison_steps, "split_cxmi", removing_after_cxmi)
             compare_systems.main(arguments)
         return printed.getvalue().splitlines() + str(stopped.value.code).splitlines()
 
@@ -353,13 +366,14 @@ def what_a_user_sees(data_bin, tmp_path_factory):
             seen[situation] = in_process(["--data", "one-document", "--system", f"r={random_checkpoint}", "--cpu"])
         if situation.startswith("run") and situation not in seen:
             seen["run"] = in_process([
-                "--data", str(data_bin), "--system", f"r={random_checkpoint}", "--system", "n=next.pt",
+                "--data", str(data_bin), "--system", f"r={random_checkpoint}", "--system", "n=next.pt", "--system",
+                "x=spare.pt",
                 "--beam", "2", "--max-tokens", "200", "--generate-args", "--max-len-b 10",
                 "--contrastive", "voita", "items.json", "--lengths", "3", "--cpu", "--workdir", "work",
                 "--json", "results.json",
             ], checkpoint_gone="n")
             saved = json.loads((root / "results.json").read_text())
-            seen["run json"] = [f"complete: {saved['complete']}", f"error: {saved['error'].splitlines()[0]}"] + [
+            seen["run json"] = [f"complete: {saved['complete']}", f"error: {saved['error']}"] + [
                 f"{name}: {' '.join(sorted(key for key, figure in figures.items() if figure not in (None, {})))}"
                 for name, figures in saved["systems"].items()
             ]
@@ -369,6 +383,8 @@ def what_a_user_sees(data_bin, tmp_path_factory):
 
 
 BLEU, FIGURE, BITS = r"\s+\d+\.\d\d", r"\s+\d+\.\d", r"\s+-?\d+\.\d{4}"  # cells of the table
+GONE = ("error: n: its checkpoint next.pt is gone (it was there when the comparison began): put it back, and run "
+        "the comparison again")
 LENGTHS_REFUSED = ("compare_systems.py: error: argument --lengths: {!r}: give numbers of sentences (1 or more, each "
                    "once) separated by commas, e.g. 10,100,1000")
 
@@ -391,10 +407,11 @@ LENGTHS_REFUSED = ("compare_systems.py: error: argument --lengths: {!r}: give nu
     ("run", [], re.escape(
         "n: no contrastive scores: it reads the next sentences of its document (--context-choice next), which a "
         "contrastive item does not have")),
-    ("run", [], re.escape("stopped by the error below: '-' was not measured; every figure above is in results.json")),
-    ("run", [], re.escape("error: n: measuring a 3-sentence document failed (its log: work/measure-n-3.log):")),
+    ("run", [], re.escape("stopped by the error below: '-' was not measured, nor was x; every figure above is in "
+                          "results.json")),  # was: "'-' was not measured", and x was not in the table
+    ("run", [], re.escape(GONE)),  # was: a traceback of the process that measured the document
     ("run json", [], "complete: False"),
-    ("run json", [], re.escape("error: n: measuring a 3-sentence document failed (its log: work/measure-n-3.log):")),
+    ("run json", [], re.escape(GONE)),  # the error's one line (was: the cut-off end of what the process printed)
     ("run json", [], "r: checkpoint d_bleu documents generate_output long_documents not_measured s_bleu sentences "
                      "sentences_per_second signature"),
     ("run json", [], "n: checkpoint cxmi d_bleu documents generate_output not_measured s_bleu sentences "
