@@ -428,12 +428,13 @@ def hypotheses_of(output):
     return {int(i): text for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", output, re.M)}
 
 
-def check_clis_and_hub_translate_alike(data_bin, checkpoint, model_class, buffer_size=3, user_dir=PLUGIN):
+def check_clis_and_hub_translate_alike(data_bin, checkpoint, model_class, buffer_size=3, user_dir=PLUGIN, options=()):
     """fairseq-generate, fairseq-interactive (documents separated by empty lines, read
     ``buffer_size`` lines at a time) and the hub of ``model_class`` translate the test documents
-    with ``checkpoint`` alike, every sentence once."""
+    with ``checkpoint`` alike, every sentence once; ``options``: the command lines' task options
+    (the hub takes the checkpoint's)."""
     decoding = ["--user-dir", str(user_dir), "--task", "document_translation", "--path", str(checkpoint),
-                "--beam", "3", "--max-len-b", "20", "--cpu"]
+                "--beam", "3", "--max-len-b", "20", "--cpu", *options]
     generated = hypotheses_of(run([
         fairseq_command("fairseq-generate"), str(data_bin), *decoding, "--gen-subset", "test", "--max-tokens", "200",
     ]).stdout)

@@ -84,7 +84,8 @@ class DocumentSequenceGenerator(SequenceGenerator):
         if not isinstance(batch, (LaneStep, LinesStep)):
             raise OptionError(
                 "document decoding needs the batches of the document_translation task "
-                "(fairseq-generate on a split with its .docids, or fairseq-interactive)"
+                "(fairseq-generate on a split with its .docids, fairseq-interactive, or the hub's "
+                "translate_document(s))"
             )
         if self.context_from == "reference" and sample.get("target") is None:
             raise OptionError(

@@ -44,7 +44,7 @@ from .carry import Carry
 from .chosen_context import ContextChoice
 from .document_task import TranslatesDocuments
 from .errors import InputError
-from .hub import DocumentHubInterface
+from .hub import DocumentHubInterface, check_pretrained_paths
 
 
 TRAINING_UNITS = ("lanes", "chunks", "sentences")
@@ -205,6 +205,7 @@ class DocumentSystem(SystemHooks):
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """fairseq's hub loading, returning a ``DocumentHubInterface`` (``hub.py``):
         ``translate_document(sentences)`` and ``translate_documents(documents)``."""
+        check_pretrained_paths(model_name_or_path, data_name_or_path)
         plain = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
         return DocumentHubInterface(plain.cfg, plain.task, plain.models)
 

@@ -1,6 +1,8 @@
 """fairseq-interactive in document mode: one sentence a line, an empty line between documents;
 the translations equal fairseq-generate's for the same documents, whatever the buffer size; a
-line longer than the model's positions is refused by its number."""
+line longer than the model's positions is refused by its number. The hub translates as
+fairseq-generate does, and refuses a call it cannot take naming the keyword or the method."""
+import os
 import re
 import subprocess
 
@@ -9,6 +11,7 @@ import torch
 
 from conftest import CONCAT, LOCAL_GLOBAL, MEMORY_TRAIN, PLUGIN, build, fairseq_command, run
 from memory_nmt.pipeline.data import DocumentDataError
+from memory_nmt.pipeline.option_ranges import OptionError
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +101,64 @@ def test_hub_translates_documents_as_generate_does(data_bin, checkpoint, generat
     limit = hub.models[0].max_positions()[0]
     with pytest.raises(DocumentDataError, match=rf"^document 2, sentence 1 has {limit + 1} tokens"):
         hub.translate_documents([["a b ."], [" ".join(["a"] * limit)]])  # counted within this call
+
+
+@pytest.fixture(scope="module")
+def hub(data_bin, checkpoint):
+    from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel
+
+    return RecurrentMemoryTransformerModel.from_pretrained(
+        str(checkpoint.parent), checkpoint_file=checkpoint.name, data_name_or_path=str(data_bin)
+    )
+
+
+HUB_CALLS = [  # (the hub's method, its keywords, the error, its message): each failed elsewhere, or named another
+    ("translate_documents", {"lenpen": "x"}, OptionError,  # a TypeError in fairseq's generator
+     "lenpen='x': Value 'x' of type 'str' could not be converted to Float; give lenpen a value that "
+     "fairseq-generate's --lenpen takes"),
+    ("translate_documents", {"max_len_b": None}, OptionError,  # a TypeError in the task
+     "max_len_b=None: field 'max_len_b' is not Optional; give max_len_b a value that fairseq-generate's --max-len-b "
+     "takes"),
+    ("sample", {}, TypeError,  # "document decoding needs the batches of ... (fairseq-generate ...)"
+     "sample() translates sentences without their document; a document model translates documents: use "
+     "translate_document(sentences) for one document (a list of sentences) or translate_documents(documents) for "
+     "several"),
+]
+
+
+@pytest.mark.parametrize("method, keywords, error, message", HUB_CALLS,
+                         ids=[f"{m} {' '.join(map(str, k))}" for m, k, _, _ in HUB_CALLS])
+def test_a_hub_call_it_cannot_take_is_refused_naming_the_keyword_or_method(hub, method, keywords, error, message):
+    documents = [["we spent the day in the mountains .", "the crane is old now ."]]
+    with pytest.raises(error) as refused:
+        getattr(hub, method)(documents if method == "translate_documents" else documents[0], **keywords)
+    assert str(refused.value) == message
+
+
+def test_a_hub_keyword_is_taken_as_fairseq_generates_option_takes_it(hub):
+    """A value the option's type reads (lenpen='1.5', beam='2') is read as it (fairseq's generator failed on text)."""
+    documents = [["we spent the day in the mountains .", "the crane is old now ."]]
+    assert hub.translate_documents(documents, beam="2", lenpen="1.5") == hub.translate_documents(documents, beam=2,
+                                                                                                  lenpen=1.5)
+
+
+@pytest.mark.parametrize("place, message", [
+    ({"data_name_or_path": "nosuchdata"},
+     "data_name_or_path='nosuchdata': no such directory ({cwd}/nosuchdata); give the directory of the binarized "
+     "data's dictionaries (fairseq-preprocess's --destdir); one that starts with '.' is read from the checkpoint's "
+     "directory"),
+    ({"model_name_or_path": "nosuch"},
+     "model_name_or_path='nosuch': no such directory; give the directory of the checkpoint (fairseq-train's "
+     "--save-dir)"),
+], ids=["data", "model"])
+def test_from_pretrained_names_a_directory_that_is_not_there(data_bin, checkpoint, place, message):
+    """fairseq's hub took a path that is not there for None, and failed with a TypeError."""
+    from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel
+
+    where = {"model_name_or_path": str(checkpoint.parent), "data_name_or_path": str(data_bin), **place}
+    with pytest.raises(OptionError) as refused:
+        RecurrentMemoryTransformerModel.from_pretrained(checkpoint_file=checkpoint.name, **where)
+    assert str(refused.value) == message.format(cwd=os.getcwd())
 
 
 def test_interactive_tokenizes_and_detokenizes_with_moses(data_bin, checkpoint, generated):

@@ -15,7 +15,9 @@ import torch
 from fairseq import checkpoint_utils, options as fairseq_options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from conftest import PLUGIN, REPO, batches, build, fairseq_command, run, save_checkpoint
+from conftest import (
+    PLUGIN, REPO, batches, build, check_clis_and_hub_translate_alike, fairseq_command, run, save_checkpoint,
+)
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError, check_options
 from memory_nmt_tools.checkpoint_options import checkpoint_options
@@ -348,6 +350,22 @@ def test_checkpoint_options_check_the_lang_dict_they_are_given(pretrained, tmp_p
            ": give that file" if lang_dict == "de_en.txt" else ": give the file of the checkpoint's languages")
         + ("; give the file of the checkpoint's languages, one a line in its order (mBART-50's ML50_langs.txt)"
            if lang_dict in ("gone.txt", "empty.txt") else "")), done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("layout", ["mbart", "multilingual"])
+def test_the_hub_translates_as_generate_and_interactive_without_the_language_token(data_bin, pretrained, layout,
+                                                                                    tmp_path):
+    """A document system started from either checkpoint, saved: fairseq-generate, fairseq-interactive
+    and the hub translate alike (fairseq's hub left the target's language token in every translation,
+    '... [de]' or '__de__ ...', where the command lines strip what the generator strips)."""
+    from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryTransformerModel
+
+    path = pretrained[layout]
+    task, model, _, cfg = build(data_bin, *checkpoint_options(path), *SYSTEMS["memory"][0])
+    model.load_state_dict(checkpoint_utils.load_checkpoint_to_cpu(path)["model"], model_cfg=cfg.model)
+    save_checkpoint(model, cfg, tmp_path / "document.pt")
+    check_clis_and_hub_translate_alike(data_bin, tmp_path / "document.pt", RecurrentMemoryTransformerModel,
+                                       options=["-s", "en", "-t", "de", *language_options(path)])
 
 
 @pytest.mark.parametrize("layout", ["mbart", "multilingual"])
