@@ -14,6 +14,7 @@ feeds the batches to fairseq; ``criterion.py`` trains on them and
 (``carry.py``) through the interface a system implements (``system.py``); a sentence step
 teacher-forced on its reference is ``teacher_forcing.py``'s, and the gradient across sentences
 ``truncation.py``'s; ``interactive.py`` and ``hub.py`` place fairseq-interactive's lines and
-Python's documents in lanes. Its modules import only each other and fairseq, lowest first:
+Python's documents in lanes; ``precision.py`` checks fairseq's precision options for the task.
+Its modules import only each other and fairseq, lowest first:
 ``task.py`` at the top, nothing below it imports it.
 """

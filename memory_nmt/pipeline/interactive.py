@@ -8,7 +8,9 @@ open document (a lane) or starts a new one; an empty line closes the open docume
 empty translation, so the output stays aligned with the input. Within a buffer, batch r holds the
 r-th line of each document in it (documents in several buffers carry their context over); the
 empty lines come last, in a batch of their own. A line that is not valid UTF-8 is refused with its
-place, as a split's files are. As fairseq-interactive passes only the source tokens to
+place, as a split's files are; a UTF-8 byte order mark at the start of the input (U+FEFF, which
+some editors write) is dropped, as ``prepare_documents.py`` drops it, where fairseq would read it
+as part of the first word. As fairseq-interactive passes only the source tokens to
 ``inference_step``, the session queues each batch's lanes (and chunk inputs) as the collater makes
 it, and the task takes them back, in order, for the generator. ``--max-tokens`` bounds a batch's
 current lines; the context a system prepends to them (``system.py``) comes on top. A line longer
@@ -36,6 +38,8 @@ from .chunks import chunk_inputs
 from .data import DocumentDataError, side_limits
 
 logger = logging.getLogger(__name__)
+
+BYTE_ORDER_MARK = "\ufeff"
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,13 @@ class InteractiveSession:
         """A line's place in the input, as a user finds it."""
         sentence = f"document {placement.document}, sentence {placement.sentence}"
         return f"input line {placement.line} ({sentence})" if self.input_is_lines else sentence
+
+    def without_byte_order_mark(self, lines: List[str]) -> List[str]:
+        """One buffer of fairseq-interactive's lines as they are placed and encoded: the input's
+        first without a byte order mark."""
+        if self.input_is_lines and self.lines_placed == 0 and lines:
+            return [lines[0].removeprefix(BYTE_ORDER_MARK), *lines[1:]]
+        return lines
 
     def place(self, lines: List[str]) -> List[Placement]:
         """Each line's lane, in the order given (one buffer of fairseq-interactive's)."""

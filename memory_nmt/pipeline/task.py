@@ -15,7 +15,8 @@ hub's documents, are placed in documents by ``interactive.py``. Whatever ``--arc
 as a document system (``system.py``): a model that mixes in ``DocumentSystem`` with its context,
 any other fairseq encoder-decoder model sentence by sentence. A system whose sentences read
 context sentences the data chooses (``chosen_context.py``) gets every split's batches from the
-split's view for the run's ``--seed`` and the epoch.
+split's view for the run's ``--seed`` and the epoch. fairseq's precision options are checked as
+fairseq-train builds the model, and named where decoding does not use them (``precision.py``).
 """
 import ast
 import glob
@@ -31,6 +32,7 @@ from fairseq import utils
 from fairseq.data import indexed_dataset
 from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
+from fairseq.search import LexicallyConstrainedBeamSearch
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
@@ -48,6 +50,7 @@ from .interactive import InteractiveLines, InteractiveSession, Placement
 from .language_tokens import ENCODER_LANGTOKS, LANG_TOK_STYLES, LanguageTokens
 from .option_ranges import OptionError, Range, add_with_ranges, check_ranges, flag_of
 from .planners import EpochRequest, PlannedEpoch
+from .precision import PRECISION_OPTIONS, check_training_precision, warn_of_decoding_precision
 from .regime import Regime
 from .samples import lines_sample, read_sample
 from .system import document_system
@@ -245,6 +248,12 @@ class DocumentTranslationConfig(TranslationConfig):
     finetune_from_model: Optional[str] = II("checkpoint.finetune_from_model")  # what fairseq-train loads, unless
     restore_file: Optional[str] = II("checkpoint.restore_file")  # ... it resumes a run
     save_dir: Optional[str] = II("checkpoint.save_dir")
+    fp16: bool = II("common.fp16")  # the run's precision (precision.py)
+    memory_efficient_fp16: bool = II("common.memory_efficient_fp16")
+    bf16: bool = II("common.bf16")
+    memory_efficient_bf16: bool = II("common.memory_efficient_bf16")
+    tpu: bool = II("common.tpu")
+    cpu: bool = II("common.cpu")
 
 
 @register_task("document_translation", dataclass=DocumentTranslationConfig)
@@ -317,10 +326,15 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         if from_checkpoint:
             model.overridden_options = tuple(ast.literal_eval(from_the_run(self.cfg, "model_overrides") or "{}"))
         if self.trains_its_model:
+            check_training_precision(self.precision_options())
             check_used(self.cfg, DocumentTranslationConfig, self.regime)
             window = f"; --optimization-window {self.cfg.optimization_window}" if self.regime.unit == "lanes" else ""
             logger.info("training batches: %s%s", self.regime.training.describe(), window)
         return model
+
+    def precision_options(self) -> dict:
+        """The run's precision options (``precision.py``), None where the config has none."""
+        return {name: from_the_run(self.cfg, name) for name in PRECISION_OPTIONS}
 
     def build_criterion(self, cfg):
         criterion = super().build_criterion(cfg)
@@ -433,6 +447,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
 
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):
         """fairseq-interactive's lines: an empty line ends a document (``interactive.py``)."""
+        lines = self.interactive.without_byte_order_mark(lines)
         self.placements = self.interactive.place(lines)
         return super().get_interactive_tokens_and_lengths(lines, encode_fn)
 
@@ -459,6 +474,12 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             net_input = {**sample["net_input"], **{key: value.to(device) for key, value in batch.chunks.items()}}
             sample = lines_sample({**sample, "net_input": net_input}, batch.lanes.to(device),
                                   batch.continues.to(device), self.interactive.take_finished_lanes())
+        if constraints is None and isinstance(getattr(generator, "search", None), LexicallyConstrainedBeamSearch):
+            raise UnsupportedOptionError(
+                "--constraints: fairseq-generate has no constraints to decode with (a binarized split holds "
+                "none, and fairseq's own translation task fails on it too): give each sentence's constraints to "
+                "fairseq-interactive --constraints, after a tab on its line"
+            )
         if prefix_tokens is None and self.language_tokens is not None:
             tokens = sample["net_input"]["src_tokens"]
             prefix_tokens = self.language_tokens.prefix_tokens(tokens.size(0), tokens.device)
@@ -519,6 +540,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
                 "--print-alignment is not supported by document_translation yet: fairseq takes "
                 "alignments from a pass of its own, which would not read the document's context"
             )
+        warn_of_decoding_precision(self.precision_options())
         return super().build_generator(
             models, args, seq_gen_cls=seq_gen_cls or DocumentSequenceGenerator,
             extra_gen_cls_kwargs={

@@ -1,5 +1,6 @@
-"""GPU precision: the memory model trained with --fp16, --bf16 and --amp, and decoded in half
-precision, against fp32 on the same GPU.
+"""GPU precision: the memory model trained with --fp16 and --amp, and decoded in half precision
+(float16 and bfloat16), against fp32 on the same GPU. fairseq 0.12's --bf16 trains only on a TPU
+(through torch_xla), and the task refuses it elsewhere (``memory_nmt/pipeline/precision.py``).
 
 Marked ``gpu``: these run where CUDA is present and are skipped elsewhere (``conftest.py``);
 ``python -m pytest -m gpu`` runs only them. Training goes through fairseq-train as a user runs
@@ -47,7 +48,7 @@ def fp32_run(data_bin, tmp_path_factory):
     return train_losses(data_bin, save_dir), save_dir / "checkpoint_last.pt"
 
 
-@pytest.mark.parametrize("precision", ["--fp16", "--bf16", "--amp"])
+@pytest.mark.parametrize("precision", ["--fp16", "--amp"])
 def test_half_precision_training_follows_fp32(data_bin, fp32_run, precision, tmp_path):
     reference, _ = fp32_run
     assert reference[-1] < 0.7 * reference[0], "fp32 did not learn: the comparison would say nothing"
