@@ -87,9 +87,10 @@ def load_checkpoint_file(f, *args, **kwargs):
 
 
 def unreadable(name, error: Exception) -> CheckpointFileError:
+    detail = str(error) or "the file ends before a checkpoint does"
     return CheckpointFileError(
-        f"{name}: cannot be read as a checkpoint ({type(error).__name__}: {error}); an empty or "
-        "cut-short file (a copy, or a run stopped while writing it): copy or write it again"
+        f"{name}: cannot be read as a checkpoint ({type(error).__name__}: {detail}); an empty or cut-short file "
+        "(a copy, or a run stopped while writing it): copy or write it again"
     )
 
 

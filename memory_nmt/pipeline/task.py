@@ -101,15 +101,16 @@ def check_update_freq(update_freq):
 def check_checkpoint_paths(paths: Optional[str]):
     """Refuse a --path (fairseq-generate, fairseq-interactive) that fairseq finds only with a
     traceback: a directory, or a local file missing with nothing beside it that fairseq could open
-    in its place (its --checkpoint-suffix and sharded files extend the name before ``.pt``)."""
+    in its place (its --checkpoint-suffix and sharded files extend the name before ``.pt``: a
+    ``.pt`` file whose name begins with the name given)."""
     for path in utils.split_paths(paths or ""):
         if not path or "://" in path:
             continue
         if os.path.isdir(path):
             raise OptionError(f"--path {path}: a directory; give a checkpoint file in it, such as "
                               f"{os.path.join(path, 'checkpoint_best.pt')}")
-        stem = path[:-len(".pt")] if path.endswith(".pt") else path
-        if not glob.glob(glob.escape(stem) + "*"):
+        stem, extension = (path[:-len(".pt")], ".pt") if path.endswith(".pt") else (path, "")
+        if not glob.glob(glob.escape(stem) + "*" + extension):
             raise OptionError(f"--path {path}: no such file; give a checkpoint that fairseq-train wrote")
 
 

@@ -126,7 +126,7 @@ def test_model_overrides_reach_their_system_only(data_bin, tmp_path):
     (["--gen-subset", "nosuch"], "--gen-subset nosuch: {data} holds no split 'nosuch' (it holds: test, train, "
                                  "valid); give --gen-subset one of those"),  # was: "found 0 docids; give --docids"
     (["--reference", "{tmp}/missing.de"], "--reference {tmp}/missing.de: no such file"),
-    ([], "a: {tmp}/checkpoint.pt: cannot be read as a checkpoint (EOFError: Ran out of input)"),
+    ([], "a: {tmp}/checkpoint.pt: cannot be read as a checkpoint (EOFError: the file ends before a checkpoint does)"),
 ], ids=["contrastive-file", "contrastive-format", "contrastive-item", "docids", "reference", "checkpoint"])
 def test_inputs_are_checked_before_the_first_system_is_translated(data_bin, tmp_path, capsys, arguments, message):
     """Each of these failed only after the first system had been translated. The checkpoint
