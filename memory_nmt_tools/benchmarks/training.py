@@ -249,7 +249,7 @@ def trainer_of(system, data, args) -> Trainer:
         "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens), "--seed", str(args.seed),
         "--num-workers", "0",
     ]
-    if "document_translation" in command:
+    if system not in OTHER_SYSTEMS and "document_translation" in command:  # in lanes; the others in their own batches
         command += ["--optimization-window", args.optimization_window,
                     "--passes-per-step", str(args.passes_per_step), "--lane-rows", args.lane_rows]
     command += {"cpu": ["--cpu"], "cuda": []}[args.device]

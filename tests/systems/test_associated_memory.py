@@ -239,7 +239,7 @@ def amn_finetuned(data_bin, sentence_checkpoint, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("amn")
     result = run([
         fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation", *AMN,
-        "--criterion", "document_label_smoothed_cross_entropy", "--optimization-window", "1-3",
+        "--criterion", "document_label_smoothed_cross_entropy",
         "--lr-scheduler", "two_rate_inverse_sqrt", "--lr", "0", "--warmup-updates", "2",
         "--context-lr", "1e-2", "--context-warmup-updates", "1", "--max-update", "4",
         "--finetune-from-model", str(sentence_checkpoint), "--save-dir", str(save_dir),
