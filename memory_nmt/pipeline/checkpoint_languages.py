@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from fairseq import utils
+from omegaconf import DictConfig
 
 from .checkpoint_files import config_value, load_checkpoint_file
 from .language_tokens import MULTI_SIMPLE_EPOCH, languages, read_lang_dict
@@ -173,9 +174,18 @@ def checkpoint_languages(path: str) -> LanguageOptions:
     return LanguageOptions.of_checkpoint(task)
 
 
+def runs_task_config(cfg):
+    """The run's own task config, which fairseq-train saves in its checkpoints: fairseq's ``setup_task``
+    hands a task a copy of it merged with the task's defaults (``merge_with_parent``), whose parent
+    is the run's config; ``cfg`` itself where it has no such parent (a config built alone)."""
+    parent = cfg._get_parent() if isinstance(cfg, DictConfig) else None
+    return parent.task if isinstance(parent, DictConfig) and isinstance(parent.get("task"), DictConfig) else cfg
+
+
 def take_checkpoint_languages(cfg, checkpoints: Sequence[str], training: bool):
     """Give the document task's config ``cfg`` the language options of the checkpoints the run loads
-    where it gives none; refuse it where it gives others (unless ``cfg.change_languages``)."""
+    where it gives none (and the run's config, so that its checkpoints hold them); refuse it where it
+    gives others (unless ``cfg.change_languages``)."""
     if cfg.change_languages:
         return
     run = LanguageOptions.of_run(cfg)
@@ -186,10 +196,11 @@ def take_checkpoint_languages(cfg, checkpoints: Sequence[str], training: bool):
                 f"{path} reads its languages from --lang-dict {theirs.lang_dict}, which is not on this machine: give "
                 "that file (the checkpoint's languages, one a line in its order; mBART-50's ML50_langs.txt) as --lang-dict")
         if not run.given and theirs.given:
-            for name in ("lang_dict", "lang_tok_style", "encoder_langtok", "decoder_langtok",
-                         "add_data_source_prefix_tags"):
-                setattr(cfg, name, getattr(theirs, name))
-            cfg.langs = None if theirs.lang_dict else ",".join(theirs.langs)
+            for config in {id(cfg): cfg, id(saved := runs_task_config(cfg)): saved}.values():
+                for name in ("lang_dict", "lang_tok_style", "encoder_langtok", "decoder_langtok",
+                             "add_data_source_prefix_tags"):
+                    setattr(config, name, getattr(theirs, name))
+                config.langs = None if theirs.lang_dict else ",".join(theirs.langs)
             logger.info("language options of %s, which this command line does not give: %s", path,
                         " ".join(theirs.command_line()))
             run = LanguageOptions.of_run(cfg)
@@ -200,7 +211,7 @@ def take_checkpoint_languages(cfg, checkpoints: Sequence[str], training: bool):
                    if theirs.given else "leave them out, as it places no language tokens")
             raise OptionError(f"{path} was trained with other language options than this command line's: "
                               f"{', '.join(differing)}; {fix}{change}")
-        lacking = theirs.lacks(run.langs) if not theirs.langs else []
+        lacking = theirs.lacks(run.langs) if theirs.lang_dict and not theirs.langs else []
         if lacking:
             raise OptionError(f"{'--lang-dict ' + run.lang_dict if run.lang_dict else '--langs'}: lacks "
                               f"{', '.join(lacking)}, which {path} was trained on: give the checkpoint's languages")

@@ -98,32 +98,28 @@ def on_two_workers(*arguments):
     return log
 
 
-def test_two_workers_finetune_and_resume_inside_an_epoch_as_one_run(data_bin, sentence_checkpoint, tmp_path):
-    """Finetuned from a sentence model's checkpoint, stopped after 2 of the epoch's 4 updates and resumed:
-    the losses are the uninterrupted run's (rank 1 once failed to read the checkpoint rank 0 sent it)."""
-    arguments = [str(data_bin), "--user-dir", str(PLUGIN), "--task", "document_translation", *TINY_MODEL,
+def test_two_workers_finetune_from_a_pretrained_checkpoint_and_resume_inside_an_epoch_as_one_run(
+        data_bin, pretrained, tmp_path):
+    """Finetuned from the mBART-shaped checkpoint (its language options taken from it: the command line gives
+    none, and the run's own checkpoints hold them), stopped after 2 updates inside the first epoch and
+    resumed: the losses are the uninterrupted run's (rank 1 failed to read the checkpoint rank 0 sent it)."""
+    from memory_nmt_tools.checkpoint_options import checkpoint_options
+
+    path = pretrained["mbart"]
+    arguments = [str(data_bin), "--user-dir", str(PLUGIN), "--task", "document_translation",
+                 "--arch", "transformer_recurrent_memory", "--memory-size", "4", *checkpoint_options(path, "shape"),
+                 "--finetune-from-model", path, "-s", "en", "-t", "de",
                  "--criterion", "document_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
                  "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2",
-                 "--max-tokens", "100", "--seed", "1", "--finetune-from-model", str(sentence_checkpoint)]
+                 "--max-tokens", "100", "--seed", "1", "--disable-validation"]
     losses = lambda log: re.findall(r" loss=([0-9.]+)", log)  # noqa: E731
     whole = on_two_workers(*arguments, "--save-dir", str(tmp_path / "whole"), "--max-update", "4")
     first = on_two_workers(*arguments, "--save-dir", str(tmp_path / "split"), "--max-update", "2")
     resumed = on_two_workers(*arguments, "--save-dir", str(tmp_path / "split"), "--max-update", "4")
-    assert f"Loaded checkpoint {sentence_checkpoint} (epoch 1 @ 0 updates)" in first
+    assert f"language options of {path}, which this command line does not give: --langs en,de" in first
+    assert f"Loaded checkpoint {path} (epoch 1 @ 0 updates)" in first, first[-3000:]
     assert re.search(r"Loaded checkpoint .*split/checkpoint_last\.pt \(epoch 1 @ 2 updates\)", resumed), resumed[-3000:]
-    assert re.search(r"epoch 001:\s+4 / 4 ", whole), "the epoch holds 4 updates: the resume is inside it"
+    assert re.search(r"language options of .*split/checkpoint_last\.pt, which this command line does not give: "
+                     r"--langs en,de", resumed), "the run's checkpoint holds the options it took"
+    assert re.search(r"epoch 001:\s+3 / ", whole), "the epoch holds more than 2 updates: the resume is inside it"
     assert losses(first) + losses(resumed) == losses(whole) and len(losses(whole)) == 4, (first, resumed, whole)
-
-
-def test_two_workers_finetune_from_a_pretrained_checkpoint(data_bin, pretrained, tmp_path):
-    """The mBART-shaped checkpoint, its language options taken from it (the command line gives none)."""
-    from memory_nmt_tools.checkpoint_options import checkpoint_options
-
-    path = pretrained["mbart"]
-    log = on_two_workers(str(data_bin), "--user-dir", str(PLUGIN), "--task", "document_translation",
-                         "--arch", "transformer_recurrent_memory", "--memory-size", "4",
-                         *checkpoint_options(path, "shape"), "--finetune-from-model", path, "-s", "en", "-t", "de",
-                         "--criterion", "document_label_smoothed_cross_entropy", "--optimizer", "adam", "--lr", "1e-4",
-                         "--max-tokens", "200", "--max-update", "1", "--no-save", "--save-dir", str(tmp_path))
-    assert f"language options of {path}, which this command line does not give: --langs en,de" in log
-    assert f"Loaded checkpoint {path} (epoch 1 @ 0 updates)" in log and "num_updates 1" in log, log[-3000:]

@@ -288,8 +288,10 @@ def language_checkpoints(data_bin, pretrained, sentence_checkpoint, tmp_path_fac
     return checkpoints, {name: str(root / f"{name}.txt") for name in ("en_de", "de_en")}
 
 
-LANGUAGE_COMMANDS = [(command, *case) for command in ("fairseq-train --finetune-from-model", "fairseq-generate --path")
-                     for case in LANGUAGE_RUNS if command.startswith("fairseq-train") or "--change-languages" not in case[1]]
+# every case in training; in decoding, which reads the same options by the same code, the checkpoints without
+# options given and those of a document model and a sentence model
+LANGUAGE_COMMANDS = [("fairseq-train --finetune-from-model", *case) for case in LANGUAGE_RUNS] + [
+    ("fairseq-generate --path", *case) for case in LANGUAGE_RUNS if not case[1] or case[0] in ("document", "sentence")]
 
 
 @pytest.mark.parametrize("command, checkpoint, options, refusal", LANGUAGE_COMMANDS,

@@ -21,6 +21,7 @@ from omegaconf import open_dict
 
 from conftest import (AMN, COMMON, CONCAT, LOCAL_GLOBAL, REPO, TINY_DIMS, TINY_MODEL, build, fairseq_command,
                       save_checkpoint)
+from memory_nmt.pipeline.checkpoint_files import CheckpointFileError
 from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
 
 SYSTEMS = {
@@ -220,6 +221,12 @@ LOADING = (  # loads each file given through fairseq's loader, in a process wher
     "import sys, memory_nmt; from fairseq import checkpoint_utils\n"
     "for path in sys.argv[1:]: print(sorted(checkpoint_utils.load_checkpoint_to_cpu(path)['model'])[0])"
 )
+REFUSED_WITHOUT_THE_PLUGIN = (  # prints, for each file given, whether fairseq's loader refused it
+    "import pickle, sys; from fairseq import checkpoint_utils\n"
+    "for path in sys.argv[1:]:\n"
+    "    try: checkpoint_utils.load_checkpoint_to_cpu(path); print('loaded')\n"
+    "    except pickle.UnpicklingError: print('refused')"
+)
 
 
 def test_every_kind_of_checkpoint_loads_with_torchs_safe_unpickling(systems, sentence_checkpoint, concat_checkpoint,
@@ -227,41 +234,43 @@ def test_every_kind_of_checkpoint_loads_with_torchs_safe_unpickling(systems, sen
     """fairseq's translation task's (fairseq-train's), the five systems', a document system's trained by
     fairseq-train (its optimizer and meters' state), the mBART-shaped and the multilingual one (their tasks'
     own configs), and one from before fairseq 0.10; without the plugin fairseq's loader reads none of them."""
-    kinds = [sentence_checkpoint, concat_checkpoint, *(path for _, path in systems.values()), *pretrained.values(),
-             old_checkpoint(sentence_checkpoint, tmp_path / "old.pt")]
+    kinds = [str(path) for path in (sentence_checkpoint, concat_checkpoint, *(path for _, path in systems.values()),
+                                    *pretrained.values(), old_checkpoint(sentence_checkpoint, tmp_path / "old.pt"))]
     environment = {name: value for name, value in os.environ.items() if not name.startswith("TORCH_FORCE")}
-    loaded = subprocess.run([sys.executable, "-c", LOADING, *map(str, kinds)], capture_output=True, text=True,
-                            env=environment)
+    loaded = subprocess.run([sys.executable, "-c", LOADING, *kinds], capture_output=True, text=True, env=environment)
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     assert len(loaded.stdout.split()) == len(kinds)
-    for path in kinds:
-        without_plugin = subprocess.run([sys.executable, "-c", LOADING.replace("import sys, memory_nmt;", "import sys;"),
-                                         str(path)], capture_output=True, text=True, env=environment)
-        assert without_plugin.returncode != 0 and "Weights only load failed" in without_plugin.stderr, path
+    without_plugin = subprocess.run([sys.executable, "-c", REFUSED_WITHOUT_THE_PLUGIN, *kinds], capture_output=True,
+                                    text=True, env=environment)
+    assert without_plugin.stdout.split() == ["refused"] * len(kinds), without_plugin.stderr[-3000:]
 
 
 def test_a_crafted_checkpoint_is_refused_before_it_runs_anything(concat_checkpoint, tmp_path):
     """Its class named on one line, by fairseq's loader and by memory-nmt-checkpoint-options, a tool for looking
     at a file (which once ran it: a marker file written)."""
+    from fairseq import checkpoint_utils
+
     marker = tmp_path / "marker"
     path = crafted(concat_checkpoint, tmp_path / "crafted.pt", WritesAMarkerFile(marker))
     message = (f"{path}: holds posix.system, which no fairseq checkpoint holds and torch's safe unpickling refuses "
                "(unpickling it could run code the file holds); if you trust the file, load it with full unpickling: "
                "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 in the environment")
-    for command in ([sys.executable, "-c", LOADING, str(path)],
-                    [sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), str(path)]):
-        refused = subprocess.run(command, capture_output=True, text=True)
-        assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
-        assert refused.stderr.strip().splitlines()[-1].endswith(f"error: {message}"), refused.stderr[-3000:]
-        assert not marker.exists()
+    with pytest.raises(CheckpointFileError) as refused:
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+    assert str(refused.value) == message and not marker.exists()
+    tool = subprocess.run([sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), str(path)],
+                          capture_output=True, text=True)
+    assert tool.returncode != 0 and "Traceback" not in tool.stderr, tool.stderr[-3000:]
+    assert tool.stderr.strip().splitlines()[-1] == f"checkpoint_options.py: error: {message}", tool.stderr[-3000:]
+    assert not marker.exists()
 
 
-def test_a_checkpoint_that_needs_more_classes_loads_when_the_user_trusts_it(concat_checkpoint, tmp_path):
+def test_a_checkpoint_that_needs_more_classes_loads_when_the_user_trusts_it(concat_checkpoint, tmp_path, monkeypatch):
     """torch's own switch, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1, turns full unpickling on: the refusal names it."""
-    path = crafted(concat_checkpoint, tmp_path / "fraction.pt", fractions.Fraction(1, 3))
-    refused = subprocess.run([sys.executable, "-c", LOADING, str(path)], capture_output=True, text=True)
-    assert refused.returncode != 0
-    assert f"{path}: holds fractions.Fraction, which no fairseq checkpoint holds" in refused.stderr
-    trusted = subprocess.run([sys.executable, "-c", LOADING, str(path)], capture_output=True, text=True,
-                             env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
-    assert trusted.returncode == 0, trusted.stderr[-3000:]
+    from fairseq import checkpoint_utils
+
+    path = str(crafted(concat_checkpoint, tmp_path / "fraction.pt", fractions.Fraction(1, 3)))
+    with pytest.raises(CheckpointFileError, match=f"^{path}: holds fractions.Fraction, which no fairseq checkpoint"):
+        checkpoint_utils.load_checkpoint_to_cpu(path)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    assert checkpoint_utils.load_checkpoint_to_cpu(path)["extra_state"]["extra"] == fractions.Fraction(1, 3)
