@@ -55,8 +55,8 @@ class LanguageOptions:
     @classmethod
     def of_run(cls, cfg) -> "LanguageOptions":
         """The options a document task's config gives (``--lang-dict`` read)."""
-        return cls(tuple(languages(cfg)), cfg.lang_dict, cfg.lang_tok_style, cfg.encoder_langtok, bool(cfg.decoder_langtok),
-                   bool(cfg.add_data_source_prefix_tags))
+        return cls(tuple(languages(cfg)), cfg.lang_dict, cfg.lang_tok_style, cfg.encoder_langtok,
+                   bool(cfg.decoder_langtok), bool(cfg.add_data_source_prefix_tags))
 
     @classmethod
     def of_checkpoint(cls, task) -> "LanguageOptions":
@@ -90,8 +90,10 @@ class LanguageOptions:
 
     def command_line(self) -> List[str]:
         """The document task's options that give these."""
-        options = ["--lang-dict", self.lang_dict] if self.lang_dict else ["--langs", ",".join(self.langs)] if self.langs \
-            else []
+        if self.lang_dict:
+            options = ["--lang-dict", self.lang_dict]
+        else:
+            options = ["--langs", ",".join(self.langs)] if self.langs else []
         options += ["--add-data-source-prefix-tags"] if self.add_data_source_prefix_tags else []
         if self.multilingual:
             options += ["--lang-tok-style", self.lang_tok_style]
@@ -119,6 +121,13 @@ class LanguageOptions:
                 differing.append(f"{flag} (the checkpoint has not)" if getattr(self, name) else
                                  f"no {flag} (the checkpoint has it)")
         return differing
+
+    def give_to(self, cfg):
+        """Set a document task's config ``cfg`` to these options."""
+        for name in ("lang_dict", "lang_tok_style", "encoder_langtok", "decoder_langtok",
+                     "add_data_source_prefix_tags"):
+            setattr(cfg, name, getattr(self, name))
+        cfg.langs = None if self.lang_dict else ",".join(self.langs)
 
     def lacks(self, langs: Sequence[str]) -> List[str]:
         """Of the languages the checkpoint's task named (its pairs), those ``langs`` lacks."""
@@ -193,14 +202,13 @@ def take_checkpoint_languages(cfg, checkpoints: Sequence[str], training: bool):
         theirs = checkpoint_languages(path)
         if theirs.lang_dict and not theirs.langs and not run.langs:
             raise OptionError(
-                f"{path} reads its languages from --lang-dict {theirs.lang_dict}, which is not on this machine: give "
-                "that file (the checkpoint's languages, one a line in its order; mBART-50's ML50_langs.txt) as --lang-dict")
+                f"{path} reads its languages from --lang-dict {theirs.lang_dict}, which is not on this machine: "
+                "give that file (the checkpoint's languages, one a line in its order; mBART-50's ML50_langs.txt) "
+                "as --lang-dict")
         if not run.given and theirs.given:
-            for config in {id(cfg): cfg, id(saved := runs_task_config(cfg)): saved}.values():
-                for name in ("lang_dict", "lang_tok_style", "encoder_langtok", "decoder_langtok",
-                             "add_data_source_prefix_tags"):
-                    setattr(config, name, getattr(theirs, name))
-                config.langs = None if theirs.lang_dict else ",".join(theirs.langs)
+            saved = runs_task_config(cfg)
+            for config in (cfg, saved) if saved is not cfg else (cfg,):
+                theirs.give_to(config)
             logger.info("language options of %s, which this command line does not give: %s", path,
                         " ".join(theirs.command_line()))
             run = LanguageOptions.of_run(cfg)

@@ -47,5 +47,5 @@ def unused_because(use: str, regime) -> str:
     if regime.unit != "lanes":
         lanes = "" if regime.unit == "chunks" else " (--training-batches lanes trains it in lanes)"
         return f"only training in lanes uses it, and {trained}{lanes}"
-    return (f"only a system whose carry holds states that a later sentence's loss back-propagates into (the "
+    return ("only a system whose carry holds states that a later sentence's loss back-propagates into (the "
             "recurrent memory model) uses it, and this model's carries none")
