@@ -1,6 +1,8 @@
 """What the quickstart (``examples/quickstart.py``) and the paper's experiments
 (``examples/learn_to_remember/``) share: running fairseq's command lines as steps, binarizing a
-synthetic corpus, and the quickstart's model size.
+synthetic corpus, the quickstart's model size, the long-range analyses' training from scratch
+(``long_range_learning.py``, ``document_phenomena.py``: their optimizer and schedule, the sentence
+and memory systems) and the seconds of training read off a fairseq-train log.
 
 A step runs one command and keeps what it produced in a file that is written only once the
 command succeeded (a ``.partial`` file until then), so a rerun skips every step whose file exists
@@ -15,6 +17,7 @@ lines of its output. Two ways to run one:
 """
 import collections
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -28,6 +31,19 @@ MODEL_ARGS = [  # the quickstart's model: 2+2 layers, 128/256, 4 heads
     "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
     "--share-all-embeddings", "--dropout", "0.1",
 ]
+
+PEAK_LR = 2e-3
+SCRATCH_TRAINING_ARGS = [  # the long-range analyses' training from scratch, every system alike
+    "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
+    "--lr", str(PEAK_LR), "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
+    "--warmup-init-lr", "1e-7", "--label-smoothing", "0.1", "--disable-validation",
+    "--log-format", "simple", "--log-interval", "50",
+]
+SENTENCE_SYSTEM = ["--task", "translation", "--arch", "transformer", "--criterion", "label_smoothed_cross_entropy",
+                   "--required-batch-size-multiple", "1"]  # fairseq's transformer, as the analyses train it
+MEMORY_SYSTEM = ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
+                 "--criterion", "document_label_smoothed_cross_entropy"]
+EPOCH_END = re.compile(r"\bepoch (?P<epoch>\d+) \|.*\| wall (?P<wall>\d+)")
 
 
 class StepError(RuntimeError):
@@ -102,3 +118,13 @@ def preprocess(work):
     ], work / "preprocess.log")
     for split in ("train", "valid", "test"):
         shutil.copyfile(corpus / f"{split}.docids", data / f"{split}.en-de.docids")
+
+
+def training_seconds(log) -> dict:
+    """{epoch: seconds since its training started} at the end of each epoch, read off the
+    fairseq-train log ``log`` (its epoch summaries' ``wall``: training, checkpoint saving and the
+    batches' planning); empty where there is no log."""
+    if not log.exists():
+        return {}
+    ends = (EPOCH_END.search(line) for line in log.read_text(encoding="utf-8").splitlines())
+    return {int(end["epoch"]): int(end["wall"]) for end in ends if end}

@@ -133,30 +133,39 @@ class Lexicon:
     sense_words: Tuple[Tuple[str, Tuple[str, Dict[str, str]]], ...]
 
 
-@lru_cache(maxsize=None)
-def lexicon_of(sense_words: int, adjectives: int) -> Lexicon:
-    """The listed words first, then made-up ones (two or three consonant-vowel syllables, a
-    German-looking ending for the German side), drawn from a fixed seed and unlike any other
-    word, so every seed and split of a shape share them."""
+def listed_words() -> set:
+    """Every word of the listed vocabulary, on either side: what a made-up word must not be."""
     taken = {word for pairs in (ADJECTIVES, PERSON_ADJECTIVES, SUBJECTS, NOUNS) for pair in pairs.items()
              for word in (pair[0], pair[1] if isinstance(pair[1], str) else pair[1][0])}
     taken |= {word for _, senses in SENSE_WORDS.values() for word in senses.values()}
     taken |= {word for pairs in TOPIC_SENTENCES.values() for pair in pairs for side in pair for word in side.split()}
     taken |= {word for pair in FILLERS for side in pair for word in side.split()}
+    return taken
+
+
+def made_up_word(rng: random.Random, taken: set, ending: str = "") -> str:
+    """Two or three consonant-vowel syllables and ``ending``, unlike every word in ``taken`` (which it joins)."""
+    while True:
+        word = "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(rng.randint(2, 3))) + ending
+        if word not in taken:
+            taken.add(word)
+            return word
+
+
+@lru_cache(maxsize=None)
+def lexicon_of(sense_words: int, adjectives: int) -> Lexicon:
+    """The listed words first, then made-up ones (``made_up_word``, a German-looking ending for
+    the German side), drawn from a fixed seed and unlike any other word, so every seed and split
+    of a shape share them."""
+    taken = listed_words()
     rng = random.Random("memory_nmt synthetic lexicon")
-
-    def made_up(ending=""):
-        while True:
-            word = "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(rng.randint(2, 3))) + ending
-            if word not in taken:
-                taken.add(word)
-                return word
-
     listed_adjectives = sorted(ADJECTIVES.items())[:adjectives]
-    extra_adjectives = [(made_up(), made_up("ig")) for _ in range(adjectives - len(listed_adjectives))]
+    extra_adjectives = [(made_up_word(rng, taken), made_up_word(rng, taken, "ig"))
+                        for _ in range(adjectives - len(listed_adjectives))]
     listed_senses = sorted(SENSE_WORDS.items())[:sense_words]
     extra_senses = [
-        (made_up(), (rng.choice("mf"), {"nature": made_up("e"), "industry": made_up("er")}))
+        (made_up_word(rng, taken), (rng.choice("mf"), {"nature": made_up_word(rng, taken, "e"),
+                                                       "industry": made_up_word(rng, taken, "er")}))
         for _ in range(sense_words - len(listed_senses))
     ]
     return Lexicon(tuple(sorted(listed_adjectives + extra_adjectives)), tuple(sorted(listed_senses + extra_senses)))
@@ -169,6 +178,7 @@ class ContextWord:
     correct: str  # the correct target word
     alternatives: List[str]  # the wrong target words for the same slot
     distance: int  # sentences back to the cue (antecedent noun, or the topic sentence 0)
+    gap: Optional[int] = None  # sentences back to the nearest earlier cue, where another than ``distance``'s
 
 
 @dataclass
@@ -185,7 +195,7 @@ def _adjective(rng: random.Random, lexicon: Lexicon) -> Tuple[str, str]:
     return rng.choice(lexicon.adjectives)
 
 
-def _filler(rng: random.Random) -> Tuple[str, str]:
+def filler(rng: random.Random) -> Tuple[str, str]:
     if rng.random() < 0.4:
         (en, de), (subj, verb) = rng.choice(sorted(PERSON_ADJECTIVES.items())), rng.choice(
             [("i was", "ich war"), ("we were", "wir waren"), ("we were very", "wir waren sehr")])
@@ -193,7 +203,7 @@ def _filler(rng: random.Random) -> Tuple[str, str]:
     return rng.choice(FILLERS)
 
 
-def _introduction(rng: random.Random, noun: str) -> Tuple[str, str]:
+def introduction(rng: random.Random, noun: str) -> Tuple[str, str]:
     translation, gender = NOUNS[noun]
     subject, verb = rng.choice(sorted(SUBJECTS)), rng.choice(sorted(VERBS))
     head = f"{SUBJECTS[subject]} {VERBS[verb][subject]}"
@@ -202,7 +212,7 @@ def _introduction(rng: random.Random, noun: str) -> Tuple[str, str]:
             f"{head}{when[1]} {INDEFINITE[gender]} {translation} .")
 
 
-def _pronoun_sentence(rng: random.Random, pronoun: str, lexicon: Lexicon) -> Tuple[str, str]:
+def pronoun_sentence(rng: random.Random, pronoun: str, lexicon: Lexicon) -> Tuple[str, str]:
     (a, a_de), (b, b_de) = _adjective(rng, lexicon), _adjective(rng, lexicon)
     while b == a:
         b, b_de = _adjective(rng, lexicon)
@@ -215,9 +225,10 @@ def _pronoun_sentence(rng: random.Random, pronoun: str, lexicon: Lexicon) -> Tup
     ])
 
 
-def _sense_sentence(rng: random.Random, word: str, gender: str, senses: Dict[str, str], topic: str,
-                    lexicon: Lexicon) -> Tuple[str, str]:
-    noun, nom, acc = senses[topic], DEFINITE_NOM[gender], DEFINITE_ACC[gender]
+def definite_noun_sentence(rng: random.Random, word: str, gender: str, noun: str,
+                           lexicon: Lexicon) -> Tuple[str, str]:
+    """A sentence about "the ``word``", translated as the ``noun`` of ``gender``."""
+    nom, acc = DEFINITE_NOM[gender], DEFINITE_ACC[gender]
     a, a_de = _adjective(rng, lexicon)
     return rng.choice([
         (f"the {word} was {a} .", f"{nom} {noun} war {a_de} ."),
@@ -258,15 +269,15 @@ def _document(rng: random.Random, num_sentences: int, shape: DocumentShape = Doc
             word, (gender, senses) = rng.choice(lexicon.sense_words)
             items.append(ContextWord(len(pairs), "sense", senses[topic],
                                      [senses[t] for t in TOPICS if t != topic], len(pairs)))
-            pairs.append(_sense_sentence(rng, word, gender, senses, topic, lexicon))
+            pairs.append(definite_noun_sentence(rng, word, gender, senses[topic], lexicon))
         else:
             gender = rng.choice(GENDERS)
             noun = rng.choice(sorted(n for n, (_, g) in NOUNS.items() if g == gender))
-            pairs.append(_introduction(rng, noun))
-            pairs.extend(_filler(rng) for _ in range(block[1] - 1))
+            pairs.append(introduction(rng, noun))
+            pairs.extend(filler(rng) for _ in range(block[1] - 1))
             items.append(ContextWord(len(pairs), "pronoun", PRONOUNS[gender],
                                      [PRONOUNS[g] for g in GENDERS if g != gender], block[1]))
-            pairs.append(_pronoun_sentence(rng, PRONOUNS[gender], lexicon))
+            pairs.append(pronoun_sentence(rng, PRONOUNS[gender], lexicon))
     assert len(pairs) == num_sentences
     return SyntheticDocument([s for s, _ in pairs], [t for _, t in pairs], items)
 

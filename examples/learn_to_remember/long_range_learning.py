@@ -74,31 +74,30 @@ from memory_nmt_tools.synthetic_documents import (  # noqa: E402
 )
 from memory_nmt.pipeline.task import DEFAULT_WINDOW  # noqa: E402
 from memory_nmt.pipeline.truncation import GRADIENT_ACROSS_WINDOWS  # noqa: E402
-from memory_nmt_tools.experiments import MODEL_ARGS, StepError, preprocess, run_saving_stdout  # noqa: E402
+from memory_nmt_tools.experiments import (  # noqa: E402
+    MEMORY_SYSTEM,
+    MODEL_ARGS,
+    PEAK_LR,
+    SCRATCH_TRAINING_ARGS,
+    SENTENCE_SYSTEM,
+    StepError,
+    preprocess,
+    run_saving_stdout,
+    training_seconds,
+)
 from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "memory_nmt"
 
 SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
-PEAK_LR = 2e-3
 FINETUNE_RATES = {"--lr": 0.12, "--context-lr": 0.6}  # the paper's 6e-5 and 3e-4 over its sentence model's 5e-4
 MEMORY_VARIANT = re.compile(r"(?P<across>\w+):(?P<reach>\d+|window)(@(?P<after>\d+))?")
-MEMORY = ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
-          "--criterion", "document_label_smoothed_cross_entropy"]  # the ACROSS:K variants' system
 SYSTEMS = {  # the other variants -> their task, architecture and criterion
-    "sentence": ["--task", "translation", "--arch", "transformer", "--criterion", "label_smoothed_cross_entropy",
-                 "--required-batch-size-multiple", "1"],
+    "sentence": SENTENCE_SYSTEM,
     "local_global": ["--task", "document_translation", "--arch", "transformer_local_global_small",
                      "--criterion", "document_label_smoothed_cross_entropy"],
 }
-TRAINING_ARGS = [
-    "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
-    "--lr", str(PEAK_LR), "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
-    "--warmup-init-lr", "1e-7", "--label-smoothing", "0.1", "--disable-validation",
-    "--log-format", "simple", "--log-interval", "50",
-]
-
 
 def parse_variants(text):
     """The variants' names: the memory model's ACROSS:K or ACROSS:K@N, or another system's name."""
@@ -136,7 +135,7 @@ def variant_options(args, variant: str):
         sentence = checkpoint_of(directory_of(args.workdir, "sentence"), "sentence", after_sentence(variant))
         rates = [text for option, rate in FINETUNE_RATES.items() for text in (option, f"{rate * PEAK_LR:g}")]
         finetuning = ["--finetune-from-model", str(sentence), "--lr-scheduler", "two_rate_inverse_sqrt", *rates]
-    return MEMORY, ["--gradient-across-windows", memory["across"], "--gradient-reach", memory["reach"],
+    return MEMORY_SYSTEM, ["--gradient-across-windows", memory["across"], "--gradient-reach", memory["reach"],
                     "--optimization-window", args.optimization_window, *finetuning, *shlex.split(args.memory_args)]
 
 
@@ -189,7 +188,7 @@ def train(args, data: Path, directory: Path, variant: str):
     system, memory = variant_options(args, variant)
     run_saving_stdout(f"training {variant}", [
         sys.executable, "-m", "fairseq_cli.train", str(data), "--user-dir", str(PLUGIN), *system,
-        *TRAINING_ARGS, *shlex.split(args.model_args), "--max-tokens", str(args.max_tokens),
+        *SCRATCH_TRAINING_ARGS, *shlex.split(args.model_args), "--max-tokens", str(args.max_tokens),
         "--max-epoch", str(args.epochs - after_sentence(variant)), "--seed", str(args.seed),
         "--save-dir", str(directory / "checkpoints"),
         *(["--cpu"] if args.device == "cpu" else []), *memory,
@@ -283,24 +282,11 @@ def format_probes(probes, long_range) -> str:
     return "\n".join(lines)
 
 
-EPOCH_END = re.compile(r"\bepoch (?P<epoch>\d+) \|.*\| wall (?P<wall>\d+)")
-
-
-def training_seconds(directory: Path) -> dict:
-    """{epoch: seconds since its training started} at the end of each epoch, read off fairseq-train's
-    log (its epoch summaries' ``wall``: training, checkpoint saving and the batches' planning)."""
-    log = directory / "train.log"
-    if not log.exists():
-        return {}
-    ends = (EPOCH_END.search(line) for line in log.read_text(encoding="utf-8").splitlines())
-    return {int(end["epoch"]): int(end["wall"]) for end in ends if end}
-
-
 def variant_seconds(work: Path, variant: str) -> dict:
     """{epoch: training seconds} of a variant, its sentence model's first stage included."""
-    own = training_seconds(directory_of(work, variant))
+    own = training_seconds(directory_of(work, variant) / "train.log")
     first = after_sentence(variant)
-    before = training_seconds(directory_of(work, "sentence")).get(first, 0) if first else 0
+    before = training_seconds(directory_of(work, "sentence") / "train.log").get(first, 0) if first else 0
     return {epoch + first: seconds + before for epoch, seconds in own.items()}
 
 
