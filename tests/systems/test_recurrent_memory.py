@@ -8,6 +8,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from conftest import TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, refused_option, walk
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
+from memory_nmt.systems.recurrent_memory.memory import GATE_BIAS
 from memory_nmt.systems.recurrent_memory.model import memory_layer_indices
 
 PLAIN_MODEL = ["--arch", "transformer", *TINY_DIMS]
@@ -183,3 +184,28 @@ def test_memory_feed_forward_drops_its_inner_activation_at_activation_dropout(da
         assert dropped.any()
     else:
         assert torch.equal(seen["given"], seen["activated"])
+
+
+def test_a_gated_update_keeps_each_feature_its_gate_closes_and_writes_the_papers_where_it_opens(data_bin):
+    """--memory-update gated: M' = g * W(M, h) + (1 - g) * M, W the paper's Update Attention and
+    feed-forward block, g a sigmoid per slot and feature; the paper's model (the default) has no
+    gate, so its parameters, and its checkpoints, are as before."""
+    _, paper, _, _ = build(data_bin, *TINY_MODEL)
+    _, gated, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "gated")
+    assert not any("update_gate" in name for name in paper.state_dict())
+    assert {name for name in gated.state_dict() if "update_gate" not in name} == set(paper.state_dict())
+    unit = gated.memory_units()["decoder.1"].eval()
+    assert torch.allclose(unit.update_gate.bias, torch.full_like(unit.update_gate.bias, GATE_BIAS))
+    channels = unit.initial_memory.size(1)
+    memory, states = torch.randn(4, 3, channels), torch.randn(5, 3, channels)
+    with torch.no_grad():
+        gate, unit.update_gate = unit.update_gate, None
+        written = unit.write(memory, states, None)  # the paper's write, with the same weights
+        unit.update_gate = gate
+        gate.weight.zero_()
+        gate.bias[: channels // 2] = -40.0
+        gate.bias[channels // 2:] = 40.0
+        kept_and_written = unit.write(memory, states, None)
+    assert torch.allclose(kept_and_written[..., : channels // 2], memory[..., : channels // 2])
+    assert torch.allclose(kept_and_written[..., channels // 2:], written[..., channels // 2:])
+    assert not torch.allclose(written[..., : channels // 2], memory[..., : channels // 2], atol=1e-2)

@@ -89,6 +89,7 @@ class MemoryLayer:
             activation_dropout=self.activation_dropout_module.p,  # fairseq's, --relu-dropout included
             activation_fn=cfg.activation_fn,
             normalizes_its_input=self.normalize_before,
+            update=cfg.memory_update,
         )
         self.memory_access: Optional[MemoryAccess] = None
         self.self_attention_ended = False  # pre-norm: the next residual sum is the self-attention block's

@@ -10,6 +10,10 @@ in decoding, see ``carry.py``) passes in and gets back:
   and pass a feed-forward block (``M' = AddNorm(FFN(M~))``), whose inner activation drops out at
   ``--activation-dropout`` like the feed-forward blocks of fairseq's layers (0 by default; the
   paper does not say), the rest at ``--dropout``;
+- with ``--memory-update gated`` (not in the paper), ``write`` then keeps each slot's feature
+  where a learned gate says the sentence does not replace it: ``M' = g * M_written + (1 - g) *
+  M``, ``g = sigmoid(W [M; M_written] + b)``, ``b`` starting at ``GATE_BIAS`` (a quarter or so of
+  each slot rewritten per sentence), as an LSTM's forget gate starts leaning to keep;
 - ``read(states, memory)``: Output Attention, ``h~ = MHA(h, M, M)``, which the layer adds to
   its residual stream (``layers.py``). Its output projection starts at zero, so a model built
   from a sentence-level transformer's weights computes exactly that transformer until
@@ -28,6 +32,9 @@ from torch import Tensor, nn
 
 from ..context_parameters import tag_context_parameters
 
+MEMORY_UPDATES = ("attention", "gated")  # the paper's Update Attention; it with a gate that keeps slots
+GATE_BIAS = -1.0  # sigmoid(-1) = 0.27: the share of a slot a sentence rewrites before training
+
 
 class RecurrentMemory(nn.Module):
     """Memory slots of one layer, and the two attentions that write and read them."""
@@ -43,6 +50,7 @@ class RecurrentMemory(nn.Module):
         activation_dropout: float = 0.0,
         activation_fn: str = "relu",
         normalizes_its_input: bool = False,
+        update: str = "attention",
     ):
         super().__init__()
         self.initial_memory = nn.Parameter(torch.empty(memory_size, embed_dim))
@@ -71,6 +79,11 @@ class RecurrentMemory(nn.Module):
         nn.init.zeros_(self.read_attn.out_proj.bias)
         if normalizes_its_input:
             self.read_layer_norm = LayerNorm(embed_dim)
+        if update not in MEMORY_UPDATES:
+            raise ValueError(f"memory update {update!r}: give one of {', '.join(MEMORY_UPDATES)}")
+        self.update_gate = nn.Linear(2 * embed_dim, embed_dim) if update == "gated" else None
+        if self.update_gate is not None:
+            nn.init.constant_(self.update_gate.bias, GATE_BIAS)
         tag_context_parameters(self)
 
     @property
@@ -95,10 +108,13 @@ class RecurrentMemory(nn.Module):
         attended, weights = self.update_attn(
             query, states, states, key_padding_mask=padding_mask, need_weights=need_weights
         )
-        memory = self.update_attn_layer_norm(query + self.dropout_module(attended))
-        transformed = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(memory))))
-        memory = self.update_ffn_layer_norm(memory + self.dropout_module(transformed))
-        return (memory, weights) if need_weights else memory
+        updated = self.update_attn_layer_norm(query + self.dropout_module(attended))
+        transformed = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(updated))))
+        written = self.update_ffn_layer_norm(updated + self.dropout_module(transformed))
+        if self.update_gate is not None:
+            share = torch.sigmoid(self.update_gate(torch.cat([memory, written], -1)))
+            written = share * written + (1 - share) * memory
+        return (written, weights) if need_weights else written
 
     def read(
         self,

@@ -49,7 +49,7 @@ from ..options import SystemOptions
 from ..sizes import small_transformer
 from .carry import MemoryCarry
 from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
-from .memory import RecurrentMemory
+from .memory import MEMORY_UPDATES, RecurrentMemory
 from .recomputed_layers import recompute_in_backward
 
 MEMORY_SIDES = ("both", "encoder", "decoder")
@@ -354,6 +354,12 @@ class RecurrentMemoryOptions(SystemOptions):
     )
     memory_sides: ChoiceEnum(MEMORY_SIDES) = field(
         default="both", metadata={"help": "sides whose layers carry memory"}
+    )
+    memory_update: ChoiceEnum(MEMORY_UPDATES) = field(
+        default="attention",
+        metadata={"help": "how a sentence is written into the memory: 'attention', the paper's Update Attention, "
+                  "which rewrites every slot; 'gated' (not in the paper), the same followed by a learned gate "
+                  "per slot and feature that keeps the old value where the sentence does not replace it"},
     )
 
     @classmethod
