@@ -65,12 +65,14 @@ def probe(model, dataset, topics: Sequence[int], cue_ids: Dict[str, Set[int]], b
 
 
 def nearest_centroid(rows) -> "tuple | None":
-    """(right, total) of telling the topic of the odd-numbered documents' memories by the nearer of
-    the even-numbered ones' two topic centroids; None without both topics among those."""
-    fit = [(topic, memory) for number, topic, memory in rows if number % 2 == 0]
-    test = [(topic, memory) for number, topic, memory in rows if number % 2 == 1]
-    if {topic for topic, _ in fit} != {0, 1} or not test:
+    """(right, total) of telling the class (topic, or any label) of the odd-numbered documents'
+    vectors by the nearest of the even-numbered ones' class centroids; None unless the even-numbered
+    documents hold every class of the odd-numbered ones, and two at least."""
+    fit = [(label, vector) for number, label, vector in rows if number % 2 == 0]
+    test = [(label, vector) for number, label, vector in rows if number % 2 == 1]
+    labels = sorted({label for label, _ in fit})
+    if len(labels) < 2 or not test or not {label for label, _ in test} <= set(labels):
         return None
-    centroids = torch.stack([torch.stack([m for t, m in fit if t == topic]).mean(0) for topic in (0, 1)])
-    right = sum(int(torch.cdist(memory[None], centroids).argmin().item() == topic) for topic, memory in test)
+    centroids = torch.stack([torch.stack([v for of, v in fit if of == label]).mean(0) for label in labels])
+    right = sum(int(labels[torch.cdist(vector[None], centroids).argmin().item()] == label) for label, vector in test)
     return right, len(test)

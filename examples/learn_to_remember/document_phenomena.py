@@ -1,0 +1,374 @@
+"""What a document-level model keeps of a long document: several bindings, the current topic, its own word choices.
+
+    python examples/learn_to_remember/document_phenomena.py [--workdir runs/phenomena] \
+        [--variants sentence,concat,memory] [--variant NAME=OPTIONS ...] [--epochs 12]
+
+Synthetic documents of --min-sentences to --max-sentences sentences
+(``memory_nmt_tools/long_documents.py``) in which a pronoun's form, an ambiguous word's sense (the
+current topic, which a later topic sentence may switch), a person's title (Herr or Frau: several
+people introduced early) and a word of two valid translations (the document's first choice kept)
+each depend on an earlier sentence. Each variant trains with fairseq-train from scratch, at one
+size, seed and number of epochs, so on the same training target tokens:
+
+- ``sentence``: fairseq's ``transformer`` (no context: chance on every phenomenon);
+- ``concat``: ``transformer_context_concat_small`` (the previous source sentence);
+- ``memory``: ``transformer_recurrent_memory_small`` with the task's training defaults;
+- ``--variant NAME=OPTIONS``: the memory model with more fairseq-train options (a memory size,
+  the layers that carry it, a window, an update rule), given in quotes.
+
+The checkpoints of --score-epochs are scored on the held-out documents:
+
+- contrastively, teacher forced on the reference (``memory_nmt/evaluation/contrastive.py``: right
+  when the correct word scores above the others), by phenomenon and by how far back the document
+  established what the word needs (``distance``: the topic sentence in force, the person's
+  introduction, the word's first use, the pronoun's noun); and by ``gap``, how far back the
+  nearest sentence whose reference shows it is;
+- by translating them (fairseq-generate, the model reading its own translations as context):
+  ``own choice``, the later uses of a word of two translations that keep the translation the
+  model wrote at its first use, counted only for the words whose first translation varies across
+  documents (the less frequent one first in at least --varied of the documents that use the
+  word): a model that always writes one translation is not counted as consistent.
+
+With --probe, each memory variant's last checkpoint is walked over the held-out documents
+(``memory_nmt/evaluation/phenomenon_probe.py``): how well each context word's answer can be told
+from what the memory gives the word (its Output Attention's read there), by layer, phenomenon and
+distance, which says whether the memory does not hold it or holds it unused.
+
+Printed and kept in WORKDIR/phenomena.txt: per variant and scored epoch, the accuracy (%) by
+phenomenon and distance bucket, then by gap bucket, and the own-choice consistency; the seconds of
+training to that epoch (fairseq-train's log: run the variants alone for times that compare). A
+rerun trains and scores only what is missing.
+"""
+import argparse
+import json
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from memory_nmt.evaluation import contrastive
+from memory_nmt_tools.experiments import (
+    MEMORY_SYSTEM,
+    SCRATCH_TRAINING_ARGS,
+    SENTENCE_SYSTEM,
+    StepError,
+    fairseq_command,
+    preprocess,
+    run_saving_stdout,
+    training_seconds,
+)
+from memory_nmt_tools.generate_texts import read_hypotheses
+from memory_nmt_tools.long_documents import (
+    CHANCE,
+    PHENOMENA,
+    LongDocumentShape,
+    first_choices,
+    generate_long_documents,
+)
+from memory_nmt_tools.paths import check_paths
+from memory_nmt_tools.synthetic_documents import contrastive_items, write_documents
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "memory_nmt"
+
+SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
+SYSTEMS = {
+    "sentence": SENTENCE_SYSTEM,
+    "concat": ["--task", "document_translation", "--arch", "transformer_context_concat_small",
+               "--criterion", "document_label_smoothed_cross_entropy"],
+    "memory": MEMORY_SYSTEM,
+}
+LONG_RANGE_MODEL = [  # docs/analyses.md's long-range runs: 3+3 layers of 128/256, 4 heads
+    "--encoder-layers", "3", "--decoder-layers", "3", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
+    "--encoder-ffn-embed-dim", "256", "--decoder-ffn-embed-dim", "256", "--encoder-attention-heads", "4",
+    "--decoder-attention-heads", "4", "--share-all-embeddings", "--dropout", "0.1",
+]
+BUCKETS = ((1, 1, "1"), (2, 9, "2-9"), (10, 29, "10-29"), (30, 99, "30-99"), (100, None, "100+"))
+
+
+def bucket(distance: int) -> str:
+    return next(name for low, high, name in BUCKETS if distance >= low and (high is None or distance <= high))
+
+
+def parse_variant(text):
+    name, equals, options = text.partition("=")
+    if not equals or not name or name in SYSTEMS or not name.replace("-", "").replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give NAME=OPTIONS, NAME of letters, digits, - and _ and not one of {', '.join(SYSTEMS)}")
+    return name, shlex.split(options)
+
+
+def parse_systems(text):
+    names = [name for name in text.split(",") if name]
+    unknown = [name for name in names if name not in SYSTEMS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{', '.join(unknown)}: give some of {', '.join(SYSTEMS)}")
+    return names
+
+
+def prepare(args, work: Path):
+    """The documents of each split, written and binarized once."""
+    documents = {
+        split: generate_long_documents(count, args.seed + SPLIT_SEEDS[split], args.min_sentences,
+                                       args.max_sentences, args.shape)
+        for split, count in (("train", args.documents), ("valid", 4), ("test", args.test_documents))
+    }
+    data = work / "data-bin"
+    if not (data / "test.en-de.docids").exists():  # preprocess copies it last
+        for split, docs in documents.items():
+            write_documents(docs, str(work / "corpus" / split))
+        preprocess(work)
+    target_tokens = sum(len(sentence.split()) + 1 for doc in documents["train"] for sentence in doc.target)
+    return data, documents, target_tokens
+
+
+def train(args, data: Path, directory: Path, options):
+    """fairseq-train of one variant, a checkpoint kept every epoch (skipped once its log exists)."""
+    log = directory / "train.log"
+    if log.exists():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    run_saving_stdout("training", [
+        *fairseq_command("train"), str(data), "--user-dir", str(PLUGIN), *SCRATCH_TRAINING_ARGS,
+        *shlex.split(args.model_args), "--max-tokens", str(args.max_tokens), "--max-epoch", str(args.epochs),
+        "--seed", str(args.seed), "--save-dir", str(directory / "checkpoints"),
+        *(["--cpu"] if args.device == "cpu" else []), *options,
+    ], log)
+
+
+def contrastive_scores(args, data: Path, checkpoint: Path, documents) -> dict:
+    """{"distance" | "gap": {phenomenon: {bucket: [right, total]}}} of the documents' context words."""
+    from memory_nmt_tools.contrastive_eval import load
+
+    path = checkpoint.with_suffix(".contrastive.json")
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    items_path = checkpoint.parent / "context_words.json"
+    items_path.write_text(json.dumps(contrastive_items(documents)), encoding="utf-8")
+    items = contrastive.read_voita_json(items_path)
+    words = [word for document in documents for word in document.context_words]
+    model, task, _ = load(checkpoint, data, args.device == "cuda")
+    counts = {"distance": {}, "gap": {}}
+    for item, word, scores in zip(items, words, contrastive.score_items(model, task, items)):
+        for kind, distance in (("distance", word.distance), ("gap", word.gap)):
+            right_total = counts[kind].setdefault(word.phenomenon, {}).setdefault(bucket(distance), [0, 0])
+            right_total[0] += int(contrastive.is_right(item, scores))
+            right_total[1] += 1
+    path.write_text(json.dumps(counts, indent=1), encoding="utf-8")
+    return counts
+
+
+def translate(args, data: Path, checkpoint: Path, system, documents):
+    """The held-out documents as the checkpoint translates them (fairseq-generate), by document."""
+    output = checkpoint.with_suffix(".generate.txt")
+    if not output.exists():
+        run_saving_stdout("translating", [
+            *fairseq_command("generate"), str(data), "--user-dir", str(PLUGIN), "--path", str(checkpoint),
+            "--task", system[system.index("--task") + 1], "--gen-subset", "test", "--beam", str(args.beam),
+            "--max-tokens", "4096", "--required-batch-size-multiple", "1",
+            *(["--cpu"] if args.device == "cpu" else []), *shlex.split(args.generate_args),
+        ], output)
+    sentences = read_hypotheses(output, sum(len(document.target) for document in documents))
+    by_document, start = [], 0
+    for document in documents:
+        by_document.append(sentences[start:start + len(document.target)])
+        start += len(document.target)
+    return by_document
+
+
+def own_choice(args, documents, hypotheses) -> dict:
+    """{"kept": {bucket: [kept, total]}, "words": (counted, used)}: the later uses of a word of two
+    translations that keep the model's first translation, for the words whose first translation
+    varies across documents."""
+    firsts = first_choices(documents, hypotheses)
+    chosen = {}
+    for document_firsts in firsts:
+        for pair, first in document_firsts.items():
+            if first is not None:
+                chosen.setdefault(pair, []).append(first)
+    varied = {pair for pair, seen in chosen.items()
+              if min(seen.count(translation) for translation in pair) >= args.varied * len(seen)}
+    kept = {}
+    for document, hypothesis, document_firsts in zip(documents, hypotheses, firsts):
+        for word in document.context_words:
+            pair = tuple(sorted([word.correct, *word.alternatives]))
+            if word.phenomenon != "choice" or pair not in varied or document_firsts[pair] is None:
+                continue
+            tokens = set(hypothesis[word.sentence].split())
+            other = next(translation for translation in pair if translation != document_firsts[pair])
+            right_total = kept.setdefault(bucket(word.gap), [0, 0])
+            right_total[0] += int(document_firsts[pair] in tokens and other not in tokens)
+            right_total[1] += 1
+    return {"kept": kept, "words": (len(varied), len(chosen))}
+
+
+def score(args, data: Path, directory: Path, system, epoch: int, documents) -> dict:
+    checkpoint = directory / "checkpoints" / f"checkpoint{epoch}.pt"
+    scores = contrastive_scores(args, data, checkpoint, documents)
+    scores["own choice"] = own_choice(args, documents, translate(args, data, checkpoint, system, documents))
+    return scores
+
+
+def probe_points(documents, shape: LongDocumentShape):
+    """A ``ProbePoint`` per context word: the source token that asks for it and its answer."""
+    from memory_nmt.evaluation.phenomenon_probe import ProbePoint
+
+    lexicon = shape.lexicon()
+    senses = {english: {german: topic for topic, german in by_topic.items()}
+              for english, (_, by_topic) in shape.words().sense_words}
+    choices = {english: translations for english, (_, translations) in lexicon.choices}
+    asking = {"title": set(lexicon.names), "topic": set(senses), "choice": set(choices), "pronoun": {"it"}}
+    points = []
+    for number, document in enumerate(documents):
+        for word in document.context_words:
+            token = next(t for t in document.source[word.sentence].split() if t in asking[word.phenomenon])
+            if word.phenomenon == "title":
+                answer = "mr" if word.correct in ("herr", "herrn") else "mrs"
+            elif word.phenomenon == "topic":
+                answer = senses[token][word.correct]
+            elif word.phenomenon == "choice":
+                answer = str(choices[token].index(word.correct))
+            else:
+                answer = word.correct
+            points.append(ProbePoint(number, word.sentence, token, word.correct, answer,
+                                     (word.phenomenon, bucket(word.distance))))
+    return points
+
+
+def probed(args, data: Path, checkpoint: Path, documents) -> dict:
+    """``phenomenon_probe.probe`` of a checkpoint, kept beside it."""
+    path = checkpoint.with_suffix(".probe.json")
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    from memory_nmt.evaluation.memory_attention import load_model
+    from memory_nmt.evaluation.phenomenon_probe import probe
+
+    model, task = load_model(checkpoint, data)
+    task.load_dataset("test")
+    found = probe(model, task.dataset("test"), probe_points(documents, args.shape))
+    result = {layer: {f"{phenomenon} {distance}": score for (phenomenon, distance), score in groups.items()}
+              for layer, groups in found.items()}
+    path.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return result
+
+
+def format_probes(probes) -> str:
+    names = [name for _, _, name in BUCKETS]
+    lines = ["probe: each context word's answer told from what its layer's memory read gives it (nearest centroid, "
+             "% of the odd-numbered documents' words)"]
+    for variant, layers in probes.items():
+        for layer, groups in layers.items():
+            for phenomenon in PHENOMENA:
+                cells = [groups.get(f"{phenomenon} {name}") for name in names]
+                lines.append(f"  {variant + ' ' + layer + ' ' + phenomenon:<40}"
+                             + "".join(f"{cell(c) if c else '-':>14}" for c in cells))
+    return "\n".join(lines)
+
+
+def cell(right_total) -> str:
+    right, total = right_total
+    return f"{100 * right / total:.1f} ({total})"
+
+
+def format_results(results, target_tokens, seconds) -> str:
+    names = [name for _, _, name in BUCKETS]
+    lines = ["contrastive accuracy % (items) by phenomenon and sentences back; chance: "
+             + ", ".join(f"{p} {CHANCE[p]:.0%}" for p in PHENOMENA) + f"; {target_tokens} target tokens an epoch"]
+    for (variant, epoch), scores in results.items():
+        wall = seconds[variant].get(epoch)
+        lines.append(f"\n{variant}, epoch {epoch} ({epoch * target_tokens} target tokens, "
+                     f"{wall if wall is not None else '-'} s of training)")
+        lines.append(f"  {'':<28}" + "".join(f"{name:>14}" for name in names))
+        for kind, label in (("distance", "since established"), ("gap", "since last shown")):
+            for phenomenon in PHENOMENA:
+                found = scores[kind].get(phenomenon, {})
+                lines.append(f"  {phenomenon + ', ' + label:<28}"
+                             + "".join(f"{cell(found[name]) if name in found else '-':>14}" for name in names))
+        own = scores["own choice"]
+        counted, used = own["words"]
+        lines.append(f"  {'own choice kept':<28}"
+                     + "".join(f"{cell(own['kept'][name]) if name in own['kept'] else '-':>14}" for name in names)
+                     + f"   ({counted} of {used} words' first translation varies)")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workdir", type=Path, default=ROOT / "runs" / "phenomena",
+                        help="where the corpus, checkpoints and scores go, created if missing (default: %(default)s)")
+    parser.add_argument("--variants", type=parse_systems, default="sentence,concat,memory",
+                        help=f"comma-separated, of {', '.join(SYSTEMS)} (default: %(default)s)")
+    parser.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME=OPTIONS",
+                        help="a memory model variant: NAME and its fairseq-train options, e.g. "
+                        "gated='--memory-update gated' (repeatable)")
+    parser.add_argument("--documents", type=int, default=1000, help="training documents (default: %(default)s)")
+    parser.add_argument("--test-documents", type=int, default=60)
+    parser.add_argument("--min-sentences", type=int, default=10)
+    parser.add_argument("--max-sentences", type=int, default=150)
+    default = LongDocumentShape()
+    for name in ("max_people", "max_pronoun_distance", "choice_words"):
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(default, name))
+    for name in ("switch_rate", "mention_rate", "sense_rate", "choice_rate", "pronoun_rate"):
+        parser.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(default, name),
+                            help="the share of sentences of that kind (long_documents.LongDocumentShape)")
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--score-epochs", type=lambda text: [int(e) for e in text.split(",") if e],
+                        help="comma-separated epochs to score (default: half of --epochs and the last)")
+    parser.add_argument("--model-args", default=shlex.join(LONG_RANGE_MODEL),
+                        help="the model's size and dropout as fairseq-train options (default: 3+3 layers of 128)")
+    parser.add_argument("--max-tokens", type=int, default=4096)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--generate-args", default="", help="more fairseq-generate options, one string")
+    parser.add_argument("--varied", type=float, default=0.1, help="the share of documents a word's less frequent "
+                        "first translation needs for its later uses to count (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--probe", action="store_true", help="probe what each memory variant's last checkpoint's "
+                        "memory gives the context words")
+    args = parser.parse_args(argv)
+    fields = ("max_people", "max_pronoun_distance", "switch_rate", "mention_rate", "sense_rate", "choice_rate",
+              "pronoun_rate", "choice_words")
+    try:
+        args.shape = LongDocumentShape(**{name: getattr(args, name) for name in fields})
+    except ValueError as error:
+        parser.error(str(error))
+    if not args.max_people + 2 <= args.min_sentences <= args.max_sentences:
+        parser.error(f"give --max-people + 2 ({args.max_people + 2}) <= --min-sentences <= --max-sentences")
+    args.score_epochs = args.score_epochs or sorted({max(1, args.epochs // 2), args.epochs})
+    if not all(1 <= epoch <= args.epochs for epoch in args.score_epochs):
+        parser.error(f"--score-epochs: give epochs from 1 to --epochs {args.epochs}")
+    check_paths(parser, workdirs=[("--workdir", args.workdir)])
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.getLogger().setLevel(logging.WARNING)  # fairseq's INFO lines would bury the table
+    work = args.workdir
+    data, documents, target_tokens = prepare(args, work)
+    variants = {name: (SYSTEMS[name], []) for name in args.variants}
+    variants.update((name, (MEMORY_SYSTEM, options)) for name, options in args.variant)
+    results, seconds, probes = {}, {}, {}
+    for variant, (system, options) in variants.items():
+        directory = work / variant
+        print(f"{variant}:", flush=True)
+        train(args, data, directory, [*system, *options])
+        seconds[variant] = training_seconds(directory / "train.log")
+        for epoch in args.score_epochs:
+            results[variant, epoch] = score(args, data, directory, system, epoch, documents["test"])
+        if args.probe and system is MEMORY_SYSTEM:
+            last = directory / "checkpoints" / f"checkpoint{args.epochs}.pt"
+            probes[variant] = probed(args, data, last, documents["test"])
+    table = format_results(results, target_tokens, seconds)
+    if probes:
+        table += "\n\n" + format_probes(probes)
+    print(table)
+    (work / "phenomena.txt").write_text(table + "\n", encoding="utf-8")
+    return results
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except StepError as error:
+        sys.exit(f"document_phenomena.py: {error}")

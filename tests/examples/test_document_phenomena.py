@@ -1,0 +1,105 @@
+"""Tests of examples/learn_to_remember/document_phenomena.py: long documents scored by phenomenon and
+distance, the model's own word choices read from its translation, and the memory probe."""
+import json
+from collections import Counter
+
+import pytest
+
+from conftest import REPO, TINY_DIMS, load_script
+from memory_nmt_tools.long_documents import LongDocumentShape, generate_long_documents
+
+document_phenomena = load_script(REPO / "examples" / "learn_to_remember" / "document_phenomena.py")
+
+
+@pytest.fixture(scope="module")
+def documents():
+    return generate_long_documents(40, seed=3, min_sentences=30, max_sentences=60)
+
+
+def choice_pairs(documents):
+    return Counter(tuple(sorted([w.correct, *w.alternatives])) for d in documents for w in d.context_words
+                   if w.phenomenon == "choice")
+
+
+@pytest.mark.fast
+def test_own_choice_counts_the_later_uses_of_words_whose_first_translation_varies(documents):
+    args = document_phenomena.parse_args(["--varied", "0.1"])
+    references = [list(d.target) for d in documents]
+    kept = document_phenomena.own_choice(args, documents, references)
+    uses = sum(1 for d in documents for w in d.context_words if w.phenomenon == "choice")
+    counted, used = kept["words"]
+    assert used == len(choice_pairs(documents)) and 0 < counted <= used
+    assert all(right == total for right, total in kept["kept"].values())  # the reference keeps its choice
+    assert 0 < sum(total for _, total in kept["kept"].values()) <= uses
+
+    always_first = []  # every use the first translation of its pair: consistent, but by never choosing
+    for document in documents:
+        first_of = {t: sorted([w.correct, *w.alternatives])[0] for w in document.context_words
+                    if w.phenomenon == "choice" for t in [w.correct, *w.alternatives]}
+        always_first.append([" ".join(first_of.get(token, token) for token in sentence.split())
+                             for sentence in document.target])
+    consistent_but_fixed = document_phenomena.own_choice(args, documents, always_first)
+    assert consistent_but_fixed["words"][0] == 0 and consistent_but_fixed["kept"] == {}
+
+    flipped = []  # the first use as the reference, every later use the other translation
+    for document, reference in zip(documents, references):
+        sentences = list(reference)
+        for word in document.context_words:
+            if word.phenomenon == "choice":
+                sentences[word.sentence] = sentences[word.sentence].replace(word.correct, word.alternatives[0])
+        flipped.append(sentences)
+    inconsistent = document_phenomena.own_choice(args, documents, flipped)
+    assert inconsistent["words"] == kept["words"] and all(right == 0 for right, _ in inconsistent["kept"].values())
+
+
+@pytest.mark.fast
+def test_each_probe_point_names_the_source_token_that_asks_and_the_answer(documents):
+    shape = LongDocumentShape()
+    points = document_phenomena.probe_points(documents, shape)
+    words = [(n, w) for n, d in enumerate(documents) for w in d.context_words]
+    assert len(points) == len(words)
+    names, choices = set(shape.lexicon().names), dict(shape.lexicon().choices)
+    for point, (number, word) in zip(points, words):
+        source = documents[number].source[word.sentence].split()
+        assert (point.document, point.sentence, point.target_word) == (number, word.sentence, word.correct)
+        assert point.source_token in source and point.group == (word.phenomenon,
+                                                                document_phenomena.bucket(word.distance))
+        if word.phenomenon == "title":
+            assert point.source_token in names and point.answer == ("mrs" if word.correct == "frau" else "mr")
+        elif word.phenomenon == "choice":
+            assert choices[point.source_token][1][int(point.answer)] == word.correct
+        elif word.phenomenon == "pronoun":
+            assert (point.source_token, point.answer) == ("it", word.correct)
+        else:
+            assert point.answer in ("nature", "industry")
+    assert [document_phenomena.bucket(d) for d in (1, 2, 9, 10, 29, 30, 99, 100, 500)] == [
+        "1", "2-9", "2-9", "10-29", "10-29", "30-99", "30-99", "100+", "100+"]
+
+
+def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
+    argv = ["--workdir", str(tmp_path), "--variants", "", "--variant", "gated=--memory-update gated",
+            "--documents", "6", "--test-documents", "3", "--min-sentences", "8", "--max-sentences", "12",
+            "--epochs", "1", "--model-args", " ".join(TINY_DIMS), "--max-tokens", "300", "--beam", "1",
+            "--generate-args", "--max-len-a 0 --max-len-b 12", "--probe"]
+    results = document_phenomena.main(argv)
+    printed = capsys.readouterr().out
+    test = generate_long_documents(3, seed=1 + 2000, min_sentences=8, max_sentences=12)
+    counts = Counter(w.phenomenon for d in test for w in d.context_words)
+    assert list(results) == [("gated", 1)]
+    for scores in results.values():
+        for kind in ("distance", "gap"):
+            assert {p: sum(t for _, t in b.values()) for p, b in scores[kind].items()} == dict(counts)
+    state = json.loads((tmp_path / "gated" / "checkpoints" / "checkpoint1.probe.json").read_text())
+    assert sorted(state) == ["decoder.1", "encoder.1"]
+    assert "gated encoder.1 title" in printed and "\ngated, epoch 1 (" in printed and "own choice kept" in printed
+    from fairseq import checkpoint_utils
+
+    saved = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "gated" / "checkpoints" / "checkpoint1.pt"))
+    assert saved["cfg"]["model"].memory_update == "gated"
+    capsys.readouterr()
+    assert document_phenomena.main(argv) == results  # a rerun trains and scores nothing again
+    assert "training:" not in capsys.readouterr().out
+    for wrong in (["--variants", "local_global"], ["--variant", "memory=--memory-size 4"], ["--variant", "x"],
+                  ["--score-epochs", "13"], ["--mention-rate", "0.9"], ["--min-sentences", "5"]):
+        with pytest.raises(SystemExit):
+            document_phenomena.parse_args(wrong)
