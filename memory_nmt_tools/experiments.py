@@ -22,7 +22,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+PLUGIN = Path(__file__).resolve().parents[1] / "memory_nmt"
 TAIL_LINES = 30  # of a failed step's output, in its StepError
 MODEL_ARGS = [  # the quickstart's model: 2+2 layers, 128/256, 4 heads
     "--encoder-layers", "2", "--decoder-layers", "2",
@@ -43,6 +45,7 @@ SENTENCE_SYSTEM = ["--task", "translation", "--arch", "transformer", "--criterio
                    "--required-batch-size-multiple", "1"]  # fairseq's transformer, as the analyses train it
 MEMORY_SYSTEM = ["--task", "document_translation", "--arch", "transformer_recurrent_memory_small",
                  "--criterion", "document_label_smoothed_cross_entropy"]
+SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to an analysis' --seed: one corpus a split
 EPOCH_END = re.compile(r"\bepoch (?P<epoch>\d+) \|.*\| wall (?P<wall>\d+)")
 
 
@@ -118,6 +121,24 @@ def preprocess(work):
     ], work / "preprocess.log")
     for split in ("train", "valid", "test"):
         shutil.copyfile(corpus / f"{split}.docids", data / f"{split}.en-de.docids")
+
+
+def train_from_scratch(title, data, directory, options, args, epochs):
+    """fairseq-train of ``options`` (a system's, and any that override the analyses') on ``data`` at
+    the analyses' optimizer and schedule and ``args``' --model-args, --max-tokens, --seed and
+    --device for ``epochs`` epochs, a checkpoint kept every epoch in DIRECTORY/checkpoints and its
+    output in DIRECTORY/train.log; skipped, saying so, once that log exists."""
+    log = directory / "train.log"
+    if log.exists():
+        print(f"  {title}: {log} exists, skipped")
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    run_saving_stdout(title, [
+        *fairseq_command("train"), str(data), "--user-dir", str(PLUGIN), *SCRATCH_TRAINING_ARGS,
+        *shlex.split(args.model_args), "--max-tokens", str(args.max_tokens), "--max-epoch", str(epochs),
+        "--seed", str(args.seed), "--save-dir", str(directory / "checkpoints"),
+        *(["--cpu"] if args.device == "cpu" else []), *options,
+    ], log)
 
 
 def training_seconds(log) -> dict:

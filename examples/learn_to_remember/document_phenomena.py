@@ -49,12 +49,13 @@ from pathlib import Path
 from memory_nmt.evaluation import contrastive
 from memory_nmt_tools.experiments import (
     MEMORY_SYSTEM,
-    SCRATCH_TRAINING_ARGS,
     SENTENCE_SYSTEM,
+    SPLIT_SEEDS,
     StepError,
     fairseq_command,
     preprocess,
     run_saving_stdout,
+    train_from_scratch,
     training_seconds,
 )
 from memory_nmt_tools.generate_texts import read_hypotheses
@@ -71,7 +72,6 @@ from memory_nmt_tools.synthetic_documents import contrastive_items, write_docume
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "memory_nmt"
 
-SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
 SYSTEMS = {
     "sentence": SENTENCE_SYSTEM,
     "concat": ["--task", "document_translation", "--arch", "transformer_context_concat_small",
@@ -120,20 +120,6 @@ def prepare(args, work: Path):
         preprocess(work)
     target_tokens = sum(len(sentence.split()) + 1 for doc in documents["train"] for sentence in doc.target)
     return data, documents, target_tokens
-
-
-def train(args, data: Path, directory: Path, options):
-    """fairseq-train of one variant, a checkpoint kept every epoch (skipped once its log exists)."""
-    log = directory / "train.log"
-    if log.exists():
-        return
-    directory.mkdir(parents=True, exist_ok=True)
-    run_saving_stdout("training", [
-        *fairseq_command("train"), str(data), "--user-dir", str(PLUGIN), *SCRATCH_TRAINING_ARGS,
-        *shlex.split(args.model_args), "--max-tokens", str(args.max_tokens), "--max-epoch", str(args.epochs),
-        "--seed", str(args.seed), "--save-dir", str(directory / "checkpoints"),
-        *(["--cpu"] if args.device == "cpu" else []), *options,
-    ], log)
 
 
 def contrastive_scores(args, data: Path, checkpoint: Path, documents) -> dict:
@@ -352,7 +338,7 @@ def main(argv=None):
     for variant, (system, options) in variants.items():
         directory = work / variant
         print(f"{variant}:", flush=True)
-        train(args, data, directory, [*system, *options])
+        train_from_scratch("training", data, directory, [*system, *options], args, args.epochs)
         seconds[variant] = training_seconds(directory / "train.log")
         for epoch in args.score_epochs:
             results[variant, epoch] = score(args, data, directory, system, epoch, documents["test"])

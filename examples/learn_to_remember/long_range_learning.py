@@ -78,19 +78,17 @@ from memory_nmt_tools.experiments import (  # noqa: E402
     MEMORY_SYSTEM,
     MODEL_ARGS,
     PEAK_LR,
-    SCRATCH_TRAINING_ARGS,
     SENTENCE_SYSTEM,
+    SPLIT_SEEDS,
     StepError,
     preprocess,
-    run_saving_stdout,
+    train_from_scratch,
     training_seconds,
 )
 from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "memory_nmt"
 
-SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to --seed
 FINETUNE_RATES = {"--lr": 0.12, "--context-lr": 0.6}  # the paper's 6e-5 and 3e-4 over its sentence model's 5e-4
 MEMORY_VARIANT = re.compile(r"(?P<across>\w+):(?P<reach>\d+|window)(@(?P<after>\d+))?")
 SYSTEMS = {  # the other variants -> their task, architecture and criterion
@@ -180,19 +178,9 @@ def check_first_stage(args, directory: Path):
 
 
 def train(args, data: Path, directory: Path, variant: str):
-    log = directory / "train.log"
-    if log.exists():
-        print(f"  training: {log} exists, skipped")
-        return
-    directory.mkdir(parents=True, exist_ok=True)
     system, memory = variant_options(args, variant)
-    run_saving_stdout(f"training {variant}", [
-        sys.executable, "-m", "fairseq_cli.train", str(data), "--user-dir", str(PLUGIN), *system,
-        *SCRATCH_TRAINING_ARGS, *shlex.split(args.model_args), "--max-tokens", str(args.max_tokens),
-        "--max-epoch", str(args.epochs - after_sentence(variant)), "--seed", str(args.seed),
-        "--save-dir", str(directory / "checkpoints"),
-        *(["--cpu"] if args.device == "cpu" else []), *memory,
-    ], log)
+    train_from_scratch(f"training {variant}", data, directory, [*system, *memory], args,
+                       args.epochs - after_sentence(variant))
 
 
 def bucket(phenomenon: str, distance: int, long_range: int) -> str:
