@@ -111,6 +111,8 @@ class LongLexicon:
 
 @lru_cache(maxsize=None)
 def long_lexicon(names: int, choices: int, sense_words: int, adjectives: int) -> LongLexicon:
+    """``names`` made-up names and ``choices`` words of two translations, unlike every word of the
+    listed vocabulary and of ``lexicon_of(sense_words, adjectives)``, drawn from a fixed seed."""
     taken = listed_words()
     lexicon = lexicon_of(sense_words, adjectives)
     taken |= {word for pair in lexicon.adjectives for word in pair}

@@ -1,4 +1,5 @@
-"""Tests of memory_nmt_tools/long_documents.py: documents whose later words need what their start established."""
+"""Tests of memory_nmt_tools/long_documents.py: documents whose later words need what their start established
+(named apart from tests/pipeline/test_long_documents.py, which measures the cost of long documents)."""
 from collections import Counter, defaultdict
 
 import pytest
