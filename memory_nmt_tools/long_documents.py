@@ -165,13 +165,20 @@ class _Cues:
         return distance, gap
 
 
-def long_document(rng: random.Random, num_sentences: int, shape: LongDocumentShape = LongDocumentShape()
-                  ) -> SyntheticDocument:
+def _kind(draw: float, shape: LongDocumentShape, left: int) -> str:
+    """The kind of the next sentence for a uniform ``draw`` in [0, 1), by ``shape``'s rates in turn;
+    a filler where none is drawn, or where a pronoun block would not fit the ``left`` sentences."""
+    for kind, rate in (("switch", shape.switch_rate), ("mention", shape.mention_rate), ("sense", shape.sense_rate),
+                       ("choice", shape.choice_rate), ("pronoun", shape.pronoun_rate)):
+        if draw < rate:
+            return "filler" if kind == "pronoun" and left < 2 else kind
+        draw -= rate
+    return "filler"
+
+
+def _long_document(rng: random.Random, num_sentences: int, shape: LongDocumentShape) -> SyntheticDocument:
     """A topic sentence, the people's introductions, then sentences drawn at ``shape``'s rates."""
     people = rng.randint(2, shape.max_people)
-    if num_sentences < people + 2:
-        raise ValueError(f"a document of {num_sentences} sentences cannot introduce {people} people and "
-                         "name one: give at least max_people + 2 sentences")
     lexicon, words = shape.lexicon(), shape.words()
     cues, pairs, items = _Cues(), [], []
     topic = rng.choice(TOPICS)
@@ -191,21 +198,22 @@ def long_document(rng: random.Random, num_sentences: int, shape: LongDocumentSha
         items.append(ContextWord(len(pairs), phenomenon, correct, alternatives, distance, gap))
 
     while len(pairs) < num_sentences:
-        draw, left = rng.random(), num_sentences - len(pairs)
-        if draw < shape.switch_rate:
+        left = num_sentences - len(pairs)
+        kind = _kind(rng.random(), shape, left)
+        if kind == "switch":
             topic = TOPICS[1 - TOPICS.index(topic)]
             cues.establish("topic", len(pairs))
             pairs.append(rng.choice(TOPIC_SENTENCES[topic]))
-        elif (draw := draw - shape.switch_rate) < shape.mention_rate:
+        elif kind == "mention":
             name = rng.choices(names, weights)[0]
             pair, word, other = _mention(rng, name, titles[name])
             item("title", ("title", name), word, [other])
             pairs.append(pair)
-        elif (draw := draw - shape.mention_rate) < shape.sense_rate:
+        elif kind == "sense":
             english, (gender, senses) = rng.choice(words.sense_words)
             item("topic", "topic", senses[topic], [senses[t] for t in TOPICS if t != topic])
             pairs.append(definite_noun_sentence(rng, english, gender, senses[topic], words))
-        elif (draw := draw - shape.sense_rate) < shape.choice_rate:
+        elif kind == "choice":
             english, (gender, translations) = rng.choice(choices)
             if english in chosen:
                 item("choice", ("choice", english), translations[chosen[english]],
@@ -214,7 +222,7 @@ def long_document(rng: random.Random, num_sentences: int, shape: LongDocumentSha
                 chosen[english] = rng.randrange(2)
                 cues.establish(("choice", english), len(pairs))
             pairs.append(definite_noun_sentence(rng, english, gender, translations[chosen[english]], words))
-        elif draw - shape.choice_rate < shape.pronoun_rate and left >= 2:
+        elif kind == "pronoun":
             distance = rng.randint(1, min(shape.max_pronoun_distance, left - 1))
             gender = rng.choice(GENDERS)
             noun = rng.choice(sorted(n for n, (_, g) in NOUNS.items() if g == gender))
@@ -228,27 +236,38 @@ def long_document(rng: random.Random, num_sentences: int, shape: LongDocumentSha
     return SyntheticDocument([s for s, _ in pairs], [t for _, t in pairs], items)
 
 
+def check_lengths(shape: LongDocumentShape, min_sentences: int, max_sentences: int):
+    """Refuse lengths that leave a document no room to introduce its people and name one (ValueError)."""
+    if not shape.max_people + 2 <= min_sentences <= max_sentences:
+        raise ValueError(f"give max_people + 2 ({shape.max_people + 2}) <= min_sentences ({min_sentences}) "
+                         f"<= max_sentences ({max_sentences})")
+
+
 def generate_long_documents(num_documents: int, seed: int, min_sentences: int = 10, max_sentences: int = 150,
                             shape: LongDocumentShape = LongDocumentShape()) -> List[SyntheticDocument]:
     """``num_documents`` documents of ``min_sentences`` to ``max_sentences`` sentences (uniform)."""
-    if not shape.max_people + 2 <= min_sentences <= max_sentences:
-        raise ValueError(f"need max_people + 2 ({shape.max_people + 2}) <= min_sentences <= max_sentences")
+    check_lengths(shape, min_sentences, max_sentences)
     rng = random.Random(seed)
-    return [long_document(rng, rng.randint(min_sentences, max_sentences), shape) for _ in range(num_documents)]
+    return [_long_document(rng, rng.randint(min_sentences, max_sentences), shape) for _ in range(num_documents)]
+
+
+def translation_pair(word: ContextWord) -> Tuple[str, str]:
+    """The two translations of a ``choice`` word, in alphabetical order: the word's key across documents."""
+    return tuple(sorted([word.correct, *word.alternatives]))
 
 
 def first_choices(documents: List[SyntheticDocument], hypotheses: List[List[str]]
                   ) -> List[Dict[Tuple[str, ...], Optional[str]]]:
-    """Per document, for each word of two translations it uses (keyed by the pair, in the
-    reference's order), the translation its hypothesis wrote at the word's first use: the first
-    of the pair found there, or None where neither is."""
+    """Per document, for each word of two translations it uses (keyed by ``translation_pair``), the
+    translation its hypothesis wrote at the word's first use: the first of the pair found there, or
+    None where neither is."""
     choices = []
     for document, hypothesis in zip(documents, hypotheses):
         firsts = {}
         for word in document.context_words:
             if word.phenomenon != "choice":
                 continue
-            pair = tuple(sorted([word.correct, *word.alternatives]))
+            pair = translation_pair(word)
             if pair in firsts:
                 continue
             first_use = word.sentence - word.distance

@@ -63,8 +63,10 @@ from memory_nmt_tools.long_documents import (
     CHANCE,
     PHENOMENA,
     LongDocumentShape,
+    check_lengths,
     first_choices,
     generate_long_documents,
+    translation_pair,
 )
 from memory_nmt_tools.paths import check_paths
 from memory_nmt_tools.synthetic_documents import contrastive_items, write_documents
@@ -83,6 +85,8 @@ LONG_RANGE_MODEL = [  # docs/analyses.md's long-range runs: 3+3 layers of 128/25
     "--encoder-ffn-embed-dim", "256", "--decoder-ffn-embed-dim", "256", "--encoder-attention-heads", "4",
     "--decoder-attention-heads", "4", "--share-all-embeddings", "--dropout", "0.1",
 ]
+SHAPE_OPTIONS = ("max_people", "max_pronoun_distance", "choice_words", "switch_rate", "mention_rate", "sense_rate",
+                 "choice_rate", "pronoun_rate")  # LongDocumentShape's fields given on the command line
 BUCKETS = ((1, 1, "1"), (2, 9, "2-9"), (10, 29, "10-29"), (30, 99, "30-99"), (100, None, "100+"))
 
 
@@ -177,8 +181,8 @@ def own_choice(args, documents, hypotheses) -> dict:
     kept = {}
     for document, hypothesis, document_firsts in zip(documents, hypotheses, firsts):
         for word in document.context_words:
-            pair = tuple(sorted([word.correct, *word.alternatives]))
-            if word.phenomenon != "choice" or pair not in varied or document_firsts[pair] is None:
+            pair = translation_pair(word) if word.phenomenon == "choice" else None
+            if pair not in varied or document_firsts[pair] is None:
                 continue
             tokens = set(hypothesis[word.sentence].split())
             other = next(translation for translation in pair if translation != document_firsts[pair])
@@ -292,11 +296,10 @@ def parse_args(argv=None):
     parser.add_argument("--min-sentences", type=int, default=10)
     parser.add_argument("--max-sentences", type=int, default=150)
     default = LongDocumentShape()
-    for name in ("max_people", "max_pronoun_distance", "choice_words"):
-        parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(default, name))
-    for name in ("switch_rate", "mention_rate", "sense_rate", "choice_rate", "pronoun_rate"):
-        parser.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(default, name),
-                            help="the share of sentences of that kind (long_documents.LongDocumentShape)")
+    for name in SHAPE_OPTIONS:
+        parser.add_argument("--" + name.replace("_", "-"), type=type(getattr(default, name)),
+                            default=getattr(default, name), help="long_documents.LongDocumentShape's (default: "
+                            "%(default)s; a rate is the share of sentences of that kind)")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--score-epochs", type=lambda text: [int(e) for e in text.split(",") if e],
                         help="comma-separated epochs to score (default: half of --epochs and the last)")
@@ -312,14 +315,11 @@ def parse_args(argv=None):
     parser.add_argument("--probe", action="store_true", help="probe what each memory variant's last checkpoint's "
                         "memory gives the context words")
     args = parser.parse_args(argv)
-    fields = ("max_people", "max_pronoun_distance", "switch_rate", "mention_rate", "sense_rate", "choice_rate",
-              "pronoun_rate", "choice_words")
     try:
-        args.shape = LongDocumentShape(**{name: getattr(args, name) for name in fields})
+        args.shape = LongDocumentShape(**{name: getattr(args, name) for name in SHAPE_OPTIONS})
+        check_lengths(args.shape, args.min_sentences, args.max_sentences)
     except ValueError as error:
         parser.error(str(error))
-    if not args.max_people + 2 <= args.min_sentences <= args.max_sentences:
-        parser.error(f"give --max-people + 2 ({args.max_people + 2}) <= --min-sentences <= --max-sentences")
     args.score_epochs = args.score_epochs or sorted({max(1, args.epochs // 2), args.epochs})
     if not all(1 <= epoch <= args.epochs for epoch in args.score_epochs):
         parser.error(f"--score-epochs: give epochs from 1 to --epochs {args.epochs}")

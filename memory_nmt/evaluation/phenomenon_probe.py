@@ -52,7 +52,6 @@ def probe(model, dataset, points: Sequence[ProbePoint]) -> Dict[str, Dict[Tuple[
     for point in points:
         by_document[point.document].append(point)
     reads = defaultdict(list)  # (layer, group) -> [(document, answer, read)]
-    answers = {answer: number for number, answer in enumerate(sorted({p.answer for p in points}))}
     for number, document_points in sorted(by_document.items()):
         document = dataset.documents[number]
         carries = teacher_forced_carries(model, dataset, range(document.first, document.first + document.length))
@@ -69,7 +68,7 @@ def probe(model, dataset, points: Sequence[ProbePoint]) -> Dict[str, Dict[Tuple[
                 at = positions[name.split(".")[0]]
                 with torch.no_grad():
                     read = unit.read(carry.states[name][at:at + 1, :1], carry.memory[name][:, :1])
-                reads[name, point.group].append((number, answers[point.answer], read.flatten()))
+                reads[name, point.group].append((number, point.answer, read.flatten()))
     result = {name: {} for name in units}
     for (name, group), rows in reads.items():
         score = nearest_centroid(rows)

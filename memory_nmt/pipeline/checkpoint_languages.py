@@ -188,7 +188,9 @@ def runs_task_config(cfg):
     hands a task a copy of it merged with the task's defaults (``merge_with_parent``), whose parent
     is the run's config; ``cfg`` itself where it has no such parent (a config built alone)."""
     parent = cfg._get_parent() if isinstance(cfg, DictConfig) else None
-    return parent.task if isinstance(parent, DictConfig) and isinstance(parent.get("task"), DictConfig) else cfg
+    if isinstance(parent, DictConfig) and isinstance(parent.get("task"), DictConfig):
+        return parent.task
+    return cfg
 
 
 def take_checkpoint_languages(cfg, checkpoints: Sequence[str], training: bool):
@@ -206,8 +208,7 @@ def take_checkpoint_languages(cfg, checkpoints: Sequence[str], training: bool):
                 "give that file (the checkpoint's languages, one a line in its order; mBART-50's ML50_langs.txt) "
                 "as --lang-dict")
         if not run.given and theirs.given:
-            saved = runs_task_config(cfg)
-            for config in (cfg, saved) if saved is not cfg else (cfg,):
+            for config in (cfg, runs_task_config(cfg)):  # the same config twice where it has no parent
                 theirs.give_to(config)
             logger.info("language options of %s, which this command line does not give: %s", path,
                         " ".join(theirs.command_line()))
