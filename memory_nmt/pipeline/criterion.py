@@ -152,8 +152,9 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                 "--optimization-window, or --gradient-reach 0 to train each sentence on its own loss"
             )
 
-    def describe_gradient(self) -> str:
-        """What training back-propagates across sentences and what a window keeps for it, for the log."""
+    def describe_gradient(self, carried: str) -> str:
+        """What training back-propagates across sentences and what a window keeps for it, for the log;
+        ``carried``: how far the system's carry connects a loss (``SystemHooks.carried_gradient``)."""
         if self.gradient_reach == 0:
             return "none (--gradient-reach 0): each sentence is trained on its own loss"
         window = self.task.cfg.optimization_window
@@ -164,9 +165,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                     f"the activations of its steps up to --max-graph-tokens {self.max_graph_tokens} padded "
                     "tokens (the later steps run forward again in the backward pass)")
             return (f"a loss reaches the earlier sentences of its window (--optimization-window {window}) that "
-                    "the states passed on connect it to (memory in the top layers: the previous sentence, and the "
-                    f"one before on the source side only) and {before}; one backward pass per window, which keeps "
-                    f"{kept} until then")
+                    f"{carried} and {before}; one backward pass per window, which keeps {kept} until then")
         before = (f"the window before's last {self.gradient_reach} sentence steps recomputed"
                   if self.recompute_across_windows else "nothing before its window (--gradient-across-windows drop)")
         return (f"a loss reaches at most the {self.gradient_reach} previous sentences (--gradient-reach "
@@ -282,7 +281,8 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
                         if not document_system(model).carries_states:  # its training options would be refused
                             raise TypeError(f"{type(model).__name__}'s carry has differentiable states: declare "
                                             "carries_states = True (pipeline/system.py)")
-                        logger.info("gradient across sentences: %s", self.describe_gradient())
+                        logger.info("gradient across sentences: %s",
+                                    self.describe_gradient(document_system(model).carried_gradient()))
                         self.gradient_described = True
                     truncation.add(loss if counted else None, links)
                 elif counted:

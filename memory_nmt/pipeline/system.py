@@ -109,6 +109,11 @@ class SystemHooks:
         when there is neither, and a system that needs it runs that pass itself."""
         raise NotImplementedError
 
+    def carried_gradient(self) -> str:
+        """For a system that ``carries_states``: how far back, in training with --gradient-reach
+        window, the states it passes on connect a sentence's loss, in words for the training log."""
+        return "the states passed on connect it to"
+
     def context_sentences(self) -> Tuple[int, int]:
         """How many previous (source, target) sentences a sentence's input holds besides its own,
         so that batches stay within --max-tokens (``data.py``)."""

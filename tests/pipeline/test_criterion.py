@@ -187,10 +187,33 @@ def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, 
     """Over a group's first four sentences, walked window by window as training does: which
     earlier sentence s the loss of sentence t reaches (the gradient at s's token embeddings,
     in whichever forward pass of s it flows through, recomputed or not), for each t."""
-    task, model, criterion, _ = build(
-        data_bin, *TINY_MODEL, "--optimization-window", window, "--memory-layers", layers,
-        "--gradient-reach", str(reach), "--gradient-across-windows", across,
-    )
+    assert _reached_pairs(data_bin, "--optimization-window", window, "--memory-layers", layers,
+                          "--gradient-reach", str(reach), "--gradient-across-windows", across) == reached
+
+
+@pytest.mark.parametrize("across, window, reached", [
+    ("drop", "4", {(1, 0), (2, 1), (2, 0), (3, 2), (3, 1), (3, 0)}),
+    ("drop", "2", {(1, 0), (3, 2)}),
+    ("recompute", "2", {(1, 0), (2, 1), (3, 2), (3, 1)}),
+])
+def test_a_memory_attached_within_the_window_carries_every_loss_to_every_earlier_write_of_it(
+        data_bin, across, window, reached):
+    """--memory-gradient window: sentence t's loss reaches every earlier sentence of its window
+    through the memory (the paper's stopped memory reaches two back in a window of 4: the cases
+    above), and nothing before the window but what ``recompute`` runs again (the window before's
+    last step, whose own memory input is detached)."""
+    assert _reached_pairs(data_bin, "--optimization-window", window, "--memory-gradient", "window",
+                          "--gradient-across-windows", across) == reached
+
+
+def test_a_memory_attached_across_steps_is_refused_with_a_reach_of_k(data_bin):
+    with pytest.raises(ValueError, match="--memory-gradient window with --gradient-reach 1: a reach of K sentences"):
+        build(data_bin, *TINY_MODEL, "--memory-gradient", "window", "--gradient-reach", "1")
+
+
+def _reached_pairs(data_bin, *options):
+    """The (t, s) of a group's first four sentences such that sentence t's loss reaches s."""
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, *options)
     make_reads_nonzero(model)
     model.train()
     windows = [item["steps"] for item in batches(task, "train", max_tokens=60)]
@@ -224,14 +247,15 @@ def test_which_sentence_pairs_get_the_cross_sentence_gradient(data_bin, across, 
             (t, step) for step, output in embeddings
             if step != t and output.grad is not None and output.grad.abs().sum() > 0
         }
-    assert got == reached
+    return got
 
 
 def _window_reference_gradients(criterion, model, windows, recompute):
     """Reference, per window, unrolled by hand: the window's steps run one after the other from the
     (detached) carry before its first step, or before the step before it with ``recompute`` (run
     again, its loss not counted), each step reading the states of the one before as they are
-    (nothing detached but the memory, which the model detaches itself); the sum of the window's
+    (nothing detached but what the model detaches itself: the memory, unless --memory-gradient
+    window); the sum of the window's
     losses back-propagated once."""
     steps = [step for window in windows for step in window]
     carries = _carries_before_each_step(criterion, model, steps)
@@ -252,9 +276,10 @@ def _window_reference_gradients(criterion, model, windows, recompute):
     return gradients
 
 
+@pytest.mark.parametrize("memory", [[], ["--memory-gradient", "window"]], ids=["memory stopped", "memory attached"])
 @pytest.mark.parametrize("across", ["recompute", "drop"])
 @pytest.mark.parametrize("cap", [None, 1], ids=["all kept", "steps recomputed in backward"])
-def test_window_backprop_sums_the_windows_losses_through_its_attached_chain(data_bin, across, cap):
+def test_window_backprop_sums_the_windows_losses_through_its_attached_chain(data_bin, across, cap, memory):
     """--gradient-reach window: each update holds the gradient of the sum of its window's losses,
     back-propagated through the chain of the window's steps (and, with ``recompute``, the step
     before the window run again), and nothing before it; --max-graph-tokens, which has the
@@ -262,7 +287,7 @@ def test_window_backprop_sums_the_windows_losses_through_its_attached_chain(data
     cap_args = [] if cap is None else ["--max-graph-tokens", str(cap)]
     task, model, criterion, _ = build(
         data_bin, *TINY_MODEL, "--optimization-window", "2", "--gradient-reach", "window",
-        "--gradient-across-windows", across, *cap_args,
+        "--gradient-across-windows", across, *cap_args, *memory,
     )
     make_reads_nonzero(model)
     model.train()
@@ -320,6 +345,16 @@ def test_the_log_says_what_a_window_reaches_and_keeps_for_its_backward_pass(data
     assert ("gradient across sentences: a loss reaches the earlier sentences of its window (--optimization-window 3) "
             "that the states passed on connect it to (memory in the top layers: the previous sentence, and the one "
             f"before on the source side only) and {before}; one backward pass per window, {kept}") in caplog.text
+
+
+def test_the_log_says_a_memory_attached_within_the_window_reaches_every_earlier_sentence_of_it(data_bin, caplog):
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--optimization-window", "3", "--memory-gradient", "window")
+    window = next(item["steps"] for item in batches(task, "train", max_tokens=60))
+    caplog.set_level(logging.INFO)
+    criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
+    assert ("gradient across sentences: a loss reaches the earlier sentences of its window (--optimization-window 3) "
+            "that its memory connects it to (--memory-gradient window: every one, through the writes between) and "
+            "nothing before its window") in caplog.text
 
 
 def test_a_graph_cap_without_window_backprop_is_refused(data_bin):

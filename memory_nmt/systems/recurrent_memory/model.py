@@ -44,6 +44,7 @@ from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.packing import PackedRows
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
+from ...pipeline.truncation import WINDOW
 from ..checkpoint_fit import FitsTransformerCheckpoints
 from ..options import SystemOptions
 from ..sizes import small_transformer
@@ -53,6 +54,7 @@ from .memory import MEMORY_UPDATES, RecurrentMemory
 from .recomputed_layers import recompute_in_backward
 
 MEMORY_SIDES = ("both", "encoder", "decoder")
+MEMORY_GRADIENTS = ("stopped", "window")  # the paper's detached memory; attached within a training window
 
 
 def memory_layer_indices(spec: str, num_layers: int) -> List[int]:
@@ -223,6 +225,10 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
     carries_states = True  # the memory and the sentence's states a later sentence's loss reaches
     packs_rows = True
 
+    def __init__(self, args, encoder, decoder):
+        super().__init__(args, encoder, decoder)
+        self.memory_gradient = args.memory_gradient
+
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
@@ -290,14 +296,22 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         return SentenceContext(inputs={"memory": memory}, kept=memory)
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
-        """The memory the sentence read (detached) and the states it recorded; without them
-        (decoding from the reference), the decoder is run once over ``target`` to record them."""
+        """The memory the sentence read (detached, the paper's rule, unless ``--memory-gradient
+        window``) and the states it recorded; without them (decoding from the reference), the
+        decoder is run once over ``target`` to record them."""
         if decoder_extra is None:
             _, decoder_extra = self.decoder(
                 teacher_forcing_input(target, self.decoder.dictionary), encoder_out=encoder_out, features_only=True
             )
-        memory = {name: m.detach() for name, m in context.kept.items()}
+        memory = dict(context.kept) if self.memory_gradient == "window" else {
+            name: m.detach() for name, m in context.kept.items()}
         return self.carry_after(lanes, memory, encoder_out, decoder_extra)
+
+    def carried_gradient(self) -> str:
+        if self.memory_gradient == "window":
+            return ("its memory connects it to (--memory-gradient window: every one, through the writes between)")
+        return ("the states passed on connect it to (memory in the top layers: the previous sentence, and the one "
+                "before on the source side only)")
 
     def hypothesis_records(self, incremental_state, rows: Tensor) -> List[Dict[str, Tensor]]:
         """Each hypothesis's states in every decoder memory layer (steps x C), recorded during
@@ -361,9 +375,24 @@ class RecurrentMemoryOptions(SystemOptions):
                   "which rewrites every slot; 'gated' (not in the paper), the same followed by a learned gate "
                   "per slot and feature that keeps the old value where the sentence does not replace it"},
     )
+    memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
+        default="stopped",
+        metadata={"help": "in training, which later losses train a sentence's write into the memory: 'stopped', "
+                  "the paper's (the memory is detached before the next sentence reads it, so a write is trained "
+                  "by the next sentence's loss only), or 'window' (not in the paper; with --gradient-reach "
+                  "window): the memory stays attached within each --optimization-window, so a write is trained "
+                  "by the losses of every later sentence of its window, through the writes between"},
+    )
 
     @classmethod
     def check(cls, args):
+        reach = str(getattr(args, "gradient_reach", WINDOW))
+        if args.memory_gradient == "window" and reach != WINDOW:
+            raise OptionError(
+                f"--memory-gradient window with --gradient-reach {reach}: a reach of K sentences back-propagates "
+                "each step's graph on its own, which a memory attached from step to step would cross; give "
+                "--gradient-reach window (the default), whose window --memory-gradient window spans"
+            )
         for side in ("encoder", "decoder"):
             if args.memory_sides in ("both", side):
                 memory_layer_indices(args.memory_layers, getattr(args, f"{side}_layers"))
