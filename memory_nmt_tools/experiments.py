@@ -2,7 +2,9 @@
 (``examples/learn_to_remember/``) share: running fairseq's command lines as steps, binarizing a
 synthetic corpus, the quickstart's model size, the long-range analyses' training from scratch
 (``long_range_learning.py``, ``document_phenomena.py``: their optimizer and schedule, the sentence
-and memory systems) and the seconds of training read off a fairseq-train log.
+and memory systems), the seconds of training read off a fairseq-train log, and the command-line
+type of a named variant of a model (``NAME=OPTIONS``: ``document_phenomena.py``'s and the training
+benchmark's ``--variant``).
 
 A step runs one command and keeps what it produced in a file that is written only once the
 command succeeded (a ``.partial`` file until then), so a rerun skips every step whose file exists
@@ -15,6 +17,7 @@ lines of its output. Two ways to run one:
   command on one line and keeps its stdout as the step's output (a translation, a JSON
   result), its stderr in a file beside it.
 """
+import argparse
 import collections
 import os
 import re
@@ -47,6 +50,21 @@ MEMORY_SYSTEM = ["--task", "document_translation", "--arch", "transformer_recurr
                  "--criterion", "document_label_smoothed_cross_entropy"]
 SPLIT_SEEDS = {"train": 0, "valid": 1000, "test": 2000}  # added to an analysis' --seed: one corpus a split
 EPOCH_END = re.compile(r"\bepoch (?P<epoch>\d+) \|.*\| wall (?P<wall>\d+)")
+
+
+def named_options(taken):
+    """argparse's type for ``NAME=OPTIONS`` (a variant NAME, of letters, digits, - and _ and none of
+    ``taken``, and its fairseq-train options, one shell-quoted string): (NAME, [options])."""
+
+    def named(text):
+        name, equals, options = text.partition("=")
+        if not equals or not name or name in taken or not name.replace("-", "").replace("_", "").isalnum():
+            others = f" and not one of {', '.join(taken)}" if taken else ""
+            raise argparse.ArgumentTypeError(f"{text!r}: give NAME=OPTIONS, NAME of letters, digits, - and _{others}")
+        return name, shlex.split(options)
+
+    named.__name__ = "NAME=OPTIONS"  # argparse's "invalid ... value"
+    return named
 
 
 class StepError(RuntimeError):

@@ -53,6 +53,7 @@ from memory_nmt_tools.experiments import (
     SPLIT_SEEDS,
     StepError,
     fairseq_command,
+    named_options,
     preprocess,
     run_saving_stdout,
     train_from_scratch,
@@ -92,14 +93,6 @@ BUCKETS = ((1, 1, "1"), (2, 9, "2-9"), (10, 29, "10-29"), (30, 99, "30-99"), (10
 
 def bucket(distance: int) -> str:
     return next(name for low, high, name in BUCKETS if distance >= low and (high is None or distance <= high))
-
-
-def parse_variant(text):
-    name, equals, options = text.partition("=")
-    if not equals or not name or name in SYSTEMS or not name.replace("-", "").replace("_", "").isalnum():
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give NAME=OPTIONS, NAME of letters, digits, - and _ and not one of {', '.join(SYSTEMS)}")
-    return name, shlex.split(options)
 
 
 def parse_systems(text):
@@ -288,7 +281,7 @@ def parse_args(argv=None):
                         help="where the corpus, checkpoints and scores go, created if missing (default: %(default)s)")
     parser.add_argument("--variants", type=parse_systems, default="sentence,concat,memory",
                         help=f"comma-separated, of {', '.join(SYSTEMS)} (default: %(default)s)")
-    parser.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME=OPTIONS",
+    parser.add_argument("--variant", type=named_options(SYSTEMS), action="append", default=[], metavar="NAME=OPTIONS",
                         help="a memory model variant: NAME and its fairseq-train options, e.g. "
                         "gated='--memory-update gated' (repeatable)")
     parser.add_argument("--documents", type=int, default=1000, help="training documents (default: %(default)s)")

@@ -38,7 +38,9 @@ one step, where drop is refused), and once more for the first recomputing the wi
 step (K steps with K) at the next window's start (``recompute``): what the reach and the
 recomputation cost in speed, memory and arithmetic; with --checkpoint-activations, once more for
 the first with ``--checkpoint-activations`` (every layer's forward run again in the backward pass):
-what that saves in peak memory and costs. (Passes/update counts the data's forward passes;
+what that saves in peak memory and costs; with each --variant NAME=OPTIONS, once more for the first
+with those options (``--variant gated='--memory-update gated'``): what a variant of the memory costs
+against it. (Passes/update counts the data's forward passes;
 recomputed passes show in the time and the arithmetic.) Then the arithmetic of each memory mode but
 the checkpointed one is decomposed, in units of F, the transformer's forward pass per target token
 on its own batches (its forward and backward are about 3F): the transformer's forward and backward,
@@ -84,6 +86,7 @@ from memory_nmt.pipeline.truncation import (
     DEFAULT_ACROSS_WINDOWS, WINDOW, drop_cuts_every_gradient, parse_gradient_reach,
 )
 
+from ..experiments import named_options
 from ..paths import check_paths
 from ..synthetic_documents import generate_documents, write_documents
 from .arithmetic import ArithmeticCounter
@@ -154,6 +157,9 @@ def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
     if args.checkpoint_activations:
         label, arguments = systems["memory"]
         systems["memory_checkpointed"] = (f"{label}, checkpointed", arguments + ["--checkpoint-activations"])
+    for name, variant_options in args.variant:
+        label, arguments = systems["memory"]
+        systems[f"memory_variant_{name}"] = (f"{label}, {name}", arguments + variant_options)
     for reach in others:
         systems[f"memory_reach{reach}"] = memory_row(reach, across[reach])
     systems.update({name: OTHER_SYSTEMS[name] for name in args.systems})
@@ -188,6 +194,10 @@ def parse_args(argv=None):
                         help="also train the memory model (its first row) with --checkpoint-activations, every "
                         "layer's forward run again in the backward pass: what that saves in peak memory and "
                         "costs in time and arithmetic")
+    parser.add_argument("--variant", type=named_options(()),
+                        action="append", default=[], metavar="NAME=OPTIONS",
+                        help="also train the memory model (its first row) with these fairseq-train options, e.g. "
+                        "gated='--memory-update gated': what they cost against it (repeatable)")
     parser.add_argument("--data", help="binarized documents to train on (a fairseq-preprocess "
                         "directory with train.SRC-TGT.docids) instead of synthetic ones")
     parser.add_argument("--documents", type=at_least(1), default=1000, help="synthetic training documents")
@@ -482,6 +492,11 @@ def main(argv=None):
               f"{peaks[checkpointed] / peaks['memory']:.3f}, tokens/s {rate[checkpointed] / rate['memory']:.3f}, "
               f"arithmetic {flops[checkpointed] / flops['memory']:.3f} (every layer's forward again; padding "
               f"{1 - padded['real'] / padded['padded']:.3f})")
+    for name, _ in args.variant:
+        variant = f"memory_variant_{name}"
+        if variant in trainers:
+            print(f"  {systems[variant][0]}/{systems['memory'][0]}: tokens/s {rate[variant] / rate['memory']:.3f}, "
+                  f"arithmetic {flops[variant] / flops['memory']:.3f}, peak memory {peaks[variant] / peaks['memory']:.3f}")
     for system in (name for name in args.systems if name in trainers):
         speed, arithmetic = rate[system] / rate["plain"], flops[system] / flops["plain"]
         print(f"  {systems[system][0]}/plain: tokens/s {speed:.3f}, arithmetic {arithmetic:.2f}, so "

@@ -62,12 +62,13 @@ def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path)
     table = run_script(
         "benchmark_training.py", "--documents", "40", "--warmup", "1", "--updates", "1", "--repeats", "1",
         "--gradient-reaches", "window,0", "--optimization-window", "2", "--systems", "amn", "--workdir", str(tmp_path),
-        "--checkpoint-activations",
+        "--checkpoint-activations", "--variant", "attached=--memory-gradient window",
     )
     rows_table, decomposition = table.split("arithmetic per target token in F = ")
     rows = rows_of(rows_table)
     assert set(rows) == {"transformer", "transformer, document batches", "memory, window", "memory, window, recompute",
-                         "memory, window, checkpointed", "memory, reach 0", "associated memory"}
+                         "memory, window, checkpointed", "memory, reach 0", "memory, window, attached",
+                         "associated memory"}
     assert all(len(cells) == 11 for cells in rows.values())
     assert rows["transformer"][1] == "1.000" and rows["transformer"][8] == "1.000"
     assert float(rows["associated memory"][4]) == 1.0, "one forward pass an update: a batch of sentences"
@@ -83,7 +84,10 @@ def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path)
     assert abs(sum(window) - float(parts["total"][0].split()[0])) < 0.02, "the parts add up"
     gradient = [float(cell) for cell in parts["the gradient to earlier sentences"]]
     assert 0 < gradient[0] < gradient[1], "the states a window passes on; more with the step recomputed"
-    assert len(gradient) == 2, "no part of the checkpointed row is the gradient's: its layers run forward again"
+    assert gradient[2] > gradient[0], "the variant's attached memory: the backward pass goes through the writes too"
+    assert len(gradient) == 3, "no part of the checkpointed row is the gradient's: its layers run forward again"
+    assert re.search(r"memory, window, attached/memory, window: tokens/s [\d.]+, arithmetic [\d.]+, peak memory "
+                     r"[\d.]+", table)
     checkpointed = re.search(r"memory, window, checkpointed/memory, window: peak memory [\d.]+, tokens/s [\d.]+, "
                              r"arithmetic ([\d.]+) \(every layer's forward again; padding ([\d.]+)\)", table)
     assert checkpointed and float(checkpointed[1]) > 1.1, "each layer's forward again"
