@@ -154,11 +154,10 @@ def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
     }
     if first != 0 and across[first] != "recompute":  # nothing to recompute at a reach of 0
         systems["memory_recompute"] = memory_row(first, "recompute")
+    label, arguments = systems["memory"]
     if args.checkpoint_activations:
-        label, arguments = systems["memory"]
         systems["memory_checkpointed"] = (f"{label}, checkpointed", arguments + ["--checkpoint-activations"])
     for name, variant_options in args.variant:
-        label, arguments = systems["memory"]
         systems[f"memory_variant_{name}"] = (f"{label}, {name}", arguments + variant_options)
     for reach in others:
         systems[f"memory_reach{reach}"] = memory_row(reach, across[reach])

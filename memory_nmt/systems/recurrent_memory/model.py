@@ -225,10 +225,6 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
     carries_states = True  # the memory and the sentence's states a later sentence's loss reaches
     packs_rows = True
 
-    def __init__(self, args, encoder, decoder):
-        super().__init__(args, encoder, decoder)
-        self.memory_gradient = args.memory_gradient
-
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
@@ -303,14 +299,14 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
             _, decoder_extra = self.decoder(
                 teacher_forcing_input(target, self.decoder.dictionary), encoder_out=encoder_out, features_only=True
             )
-        memory = dict(context.kept) if self.memory_gradient == "window" else {
+        memory = dict(context.kept) if self.args.memory_gradient == "window" else {
             name: m.detach() for name, m in context.kept.items()}
         return self.carry_after(lanes, memory, encoder_out, decoder_extra)
 
     def carried_gradient(self) -> str:
-        if self.memory_gradient == "window":
-            return ("its memory connects it to (--memory-gradient window: every one, through the writes between)")
-        return ("the states passed on connect it to (memory in the top layers: the previous sentence, and the one "
+        if self.args.memory_gradient == "window":
+            return "its memory connects it to (--memory-gradient window: every one, through the writes between)"
+        return (f"{super().carried_gradient()} (memory in the top layers: the previous sentence, and the one "
                 "before on the source side only)")
 
     def hypothesis_records(self, incremental_state, rows: Tensor) -> List[Dict[str, Tensor]]:
