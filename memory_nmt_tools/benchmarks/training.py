@@ -78,7 +78,6 @@ from fairseq.trainer import Trainer
 from fairseq_cli import preprocess
 
 from memory_nmt.pipeline.data import DocumentDataError, parse_window
-from memory_nmt.pipeline.errors import InputError
 from memory_nmt.pipeline.option_ranges import refusing_unreadable
 from memory_nmt.pipeline.samples import passes_in, read_sample
 from memory_nmt.pipeline.task import DEFAULT_WINDOW, LANE_ROWS, DocumentTranslationConfig
@@ -274,7 +273,7 @@ def trainer_of(system, data, args) -> Trainer:
 class Batches:
     """A trainer's training batches, epoch after epoch, with what each holds. The first epoch is
     planned at once: batches that cannot be made (a chunk wider than --max-tokens) are refused
-    here, with the task's ``InputError``, before anything is timed."""
+    here, with the task's ``DocumentDataError``, before anything is timed."""
 
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
@@ -414,12 +413,12 @@ def profile(system, trainer, batches, args):
 def batches_of(systems, data, args):
     """The batches (and with them the trainer) of each of ``systems`` that can train at
     --max-tokens, by name, and why each other one cannot (the task's message); a row of
-    COMPARED_WITH that cannot stops the run with it."""
+    COMPARED_WITH that cannot stops the run with it, as does any row whose options are refused."""
     batches, unmeasured = {}, {}
     for system in systems:
         try:
             batches[system] = Batches(trainer_of(system, data, args))
-        except InputError as error:
+        except DocumentDataError as error:
             if system in COMPARED_WITH:
                 raise
             unmeasured[system] = str(error)

@@ -1,7 +1,8 @@
 """Both benchmark scripts end to end, on tiny models and few updates: they run every model they
 compare in its own batches and print a row for each with the ratios the README quotes; a value
-they cannot use is refused on one line while the command line is parsed, and a system whose
-batches do not fit --max-tokens is reported as not measured beside the rows that are."""
+they cannot use is refused on one line while the command line is parsed, a system whose
+batches do not fit --max-tokens is reported as not measured beside the rows that are, and a
+variant whose options the model refuses stops the run before anything is measured."""
 import logging
 import re
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 import torch
 from conftest import REPO
 
+from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt_tools.benchmarks import decoding, training
 from memory_nmt_tools.benchmarks.peak_memory import MiB
 
@@ -140,3 +142,14 @@ def test_training_benchmark_measures_the_other_rows_when_a_chunk_does_not_fit(da
     assert peaks_of == ["plain", "plain_documents", "memory"], "no process for the row not measured"
     assert "local+global, chunks of 20/plain" not in table
     assert "memory, reach 0" in decomposition.splitlines()[1]
+
+
+def test_training_benchmark_stops_on_a_variant_whose_options_are_refused(data_bin, request, monkeypatch):
+    request.addfinalizer(lambda level=logging.getLogger().level: logging.getLogger().setLevel(level))  # main sets it
+    monkeypatch.setattr(training, "peak_in_subprocess", lambda args, system: pytest.fail("measured a row"))
+    with pytest.raises(OptionError, match=r"^--memory-gradient window with --gradient-reach 1: "):
+        training.main([
+            "--data", str(data_bin), "--warmup", "0", "--updates", "1", "--repeats", "1",
+            "--gradient-reaches", "window", "--systems", "",
+            "--variant", "refused=--memory-gradient window --gradient-reach 1",
+        ])
