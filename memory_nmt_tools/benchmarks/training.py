@@ -250,18 +250,20 @@ def trainer_of(system, data, args) -> Trainer:
     for side in ("encoder", "decoder"):
         dims += [f"--{side}-embed-dim", str(embed), f"--{side}-ffn-embed-dim", str(ffn),
                  f"--{side}-attention-heads", str(heads), f"--{side}-layers", str(layers)]
+    system_options = systems_of(args)[system][1]
     command = [
-        data, "--user-dir", PLUGIN, *systems_of(args)[system][1], *dims, "--share-all-embeddings",
+        data, "--user-dir", PLUGIN, *dims, "--share-all-embeddings",
         "--dropout", "0.1", "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0",
         "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
         "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens), "--seed", str(args.seed),
         "--num-workers", "0",
     ]
-    if system not in OTHER_SYSTEMS and "document_translation" in command:  # in lanes; the others in their own batches
+    if system not in OTHER_SYSTEMS and "document_translation" in system_options:  # in lanes; the others in their own batches
         command += ["--optimization-window", args.optimization_window,
                     "--passes-per-step", str(args.passes_per_step), "--lane-rows", args.lane_rows]
     command += {"cpu": ["--cpu"], "cuda": []}[args.device]
     command += ["--fp16"] if args.fp16 else ["--bf16"] if args.bf16 else []
+    command += system_options  # last: a --variant's own --optimization-window or --max-tokens wins
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), command))
     utils.import_user_module(cfg.common)
     utils.set_torch_seed(args.seed)

@@ -1,8 +1,9 @@
 """Both benchmark scripts end to end, on tiny models and few updates: they run every model they
 compare in its own batches and print a row for each with the ratios the README quotes; a value
 they cannot use is refused on one line while the command line is parsed, a system whose
-batches do not fit --max-tokens is reported as not measured beside the rows that are, and a
-variant whose options the model refuses stops the run before anything is measured."""
+batches do not fit --max-tokens is reported as not measured beside the rows that are, a
+variant whose options the model refuses stops the run before anything is measured, and a
+variant's own batching options win over the benchmark's."""
 import logging
 import re
 import subprocess
@@ -153,3 +154,9 @@ def test_training_benchmark_stops_on_a_variant_whose_options_are_refused(data_bi
             "--gradient-reaches", "window", "--systems", "",
             "--variant", "refused=--memory-gradient window --gradient-reach 1",
         ])
+
+
+def test_a_variants_own_options_override_the_benchmarks(data_bin):
+    args = training.parse_args(["--data", str(data_bin), "--variant", "long=--optimization-window 8 --max-tokens 700"])
+    trainer = training.trainer_of("memory_variant_long", str(data_bin), args)
+    assert (str(trainer.cfg.task.optimization_window), trainer.cfg.dataset.max_tokens) == ("8", 700)
