@@ -7,8 +7,11 @@ Synthetic documents of --min-sentences to --max-sentences sentences
 (``memory_nmt_tools/long_documents.py``) in which a pronoun's form, an ambiguous word's sense (the
 current topic, which a later topic sentence may switch), a person's title (Herr or Frau: several
 people introduced early) and a word of two valid translations (the document's first choice kept)
-each depend on an earlier sentence. Each variant trains with fairseq-train from scratch, at one
-size, seed and number of epochs, so on the same training target tokens:
+each depend on an earlier sentence. With --short-documents, that many more training documents
+of --min-sentences to --short-max-sentences sentences are shuffled among the long ones (the test
+documents stay long), so that more of the training cues lie within a window of their use. Each
+variant trains with fairseq-train from scratch, at one size, seed and number of epochs, so on the
+same training target tokens:
 
 - ``sentence``: fairseq's ``transformer`` (no context: chance on every phenomenon);
 - ``concat``: ``transformer_context_concat_small`` (the previous source sentence);
@@ -34,16 +37,21 @@ With --probe, each memory variant's last checkpoint is walked over the held-out 
 from what the memory gives the word (its Output Attention's read there), by layer, phenomenon and
 distance, which says whether the memory does not hold it or holds it unused.
 
-Printed and kept in WORKDIR/phenomena.txt: per variant and scored epoch, the accuracy (%) by
-phenomenon and distance bucket, then by gap bucket, and the own-choice consistency; the seconds of
-training to that epoch (fairseq-train's log: run the variants alone for times that compare). A
-rerun trains and scores only what is missing.
+Printed and kept in WORKDIR/phenomena.txt: what the training documents offer a gradient that
+reaches 1, 3 or 15 sentences back (the share of context words whose need was established, or last
+shown, that near) and what following each name's most frequent title in training would score;
+per variant and scored epoch, the accuracy (%) by phenomenon and distance bucket, then by gap
+bucket, and the own-choice consistency; the seconds of training to that epoch (fairseq-train's
+log: run the variants alone for times that compare). A rerun trains and scores only what is
+missing.
 """
 import argparse
 import json
 import logging
+import random
 import shlex
 import sys
+from collections import Counter
 from pathlib import Path
 
 from memory_nmt.evaluation import contrastive
@@ -63,6 +71,7 @@ from memory_nmt_tools.generate_texts import read_hypotheses
 from memory_nmt_tools.long_documents import (
     CHANCE,
     PHENOMENA,
+    TITLES,
     LongDocumentShape,
     check_lengths,
     first_choices,
@@ -88,6 +97,8 @@ LONG_RANGE_MODEL = [  # docs/analyses.md's long-range runs: 3+3 layers of 128/25
 ]
 SHAPE_OPTIONS = ("max_people", "max_pronoun_distance", "choice_words", "switch_rate", "mention_rate", "sense_rate",
                  "choice_rate", "pronoun_rate")  # LongDocumentShape's fields given on the command line
+SHORT_SEED = 3000  # added to --seed for the short training documents, as SPLIT_SEEDS for a split
+REACHES = (1, 3, 15)  # sentences back: the paper's gradient, a window of 4's longest, a window of 16's
 BUCKETS = ((1, 1, "1"), (2, 9, "2-9"), (10, 29, "10-29"), (30, 99, "30-99"), (100, None, "100+"))
 
 
@@ -103,13 +114,26 @@ def parse_systems(text):
     return names
 
 
+def training_documents(args):
+    """--documents of --min-sentences to --max-sentences sentences, and --short-documents of
+    --min-sentences to --short-max-sentences shuffled among them."""
+    documents = generate_long_documents(args.documents, args.seed + SPLIT_SEEDS["train"], args.min_sentences,
+                                        args.max_sentences, args.shape)
+    if args.short_documents:
+        documents += generate_long_documents(args.short_documents, args.seed + SHORT_SEED, args.min_sentences,
+                                             args.short_max_sentences, args.shape)
+        random.Random(args.seed).shuffle(documents)
+    return documents
+
+
 def prepare(args, work: Path):
     """The documents of each split, written and binarized once."""
     documents = {
         split: generate_long_documents(count, args.seed + SPLIT_SEEDS[split], args.min_sentences,
                                        args.max_sentences, args.shape)
-        for split, count in (("train", args.documents), ("valid", 4), ("test", args.test_documents))
+        for split, count in (("valid", 4), ("test", args.test_documents))
     }
+    documents["train"] = training_documents(args)
     data = work / "data-bin"
     if not (data / "test.en-de.docids").exists():  # preprocess copies it last
         for split, docs in documents.items():
@@ -117,6 +141,59 @@ def prepare(args, work: Path):
         preprocess(work)
     target_tokens = sum(len(sentence.split()) + 1 for doc in documents["train"] for sentence in doc.target)
     return data, documents, target_tokens
+
+
+def within_reach(documents) -> dict:
+    """{"distance" | "gap": {phenomenon: [words, words within each of REACHES]}}: how many of the
+    documents' context words have what they need established (shown) at most that many sentences
+    back, which a gradient reaching that far back through the memory can train."""
+    counts = {"distance": {}, "gap": {}}
+    for word in (word for document in documents for word in document.context_words):
+        for kind, back in (("distance", word.distance), ("gap", word.gap)):
+            found = counts[kind].setdefault(word.phenomenon, [0] * (1 + len(REACHES)))
+            found[0] += 1
+            for position, reach in enumerate(REACHES, 1):
+                found[position] += int(back <= reach)
+    return counts
+
+
+def name_prior(train, test, names) -> list:
+    """[right, total]: the held-out title words that the title most often given to the same name
+    in the training documents would get right (a model following its training, not the document)."""
+
+    def titled(documents):
+        for document in documents:
+            for word in document.context_words:
+                if word.phenomenon == "title":
+                    name = next(t for t in document.source[word.sentence].split() if t in names)
+                    yield name, "mr" if word.correct in TITLES["mr"].values() else "mrs"
+
+    given = {}
+    for name, title in titled(train):
+        given.setdefault(name, Counter())[title] += 1
+    right_total = [0, 0]
+    for name, title in titled(test):
+        right_total[0] += int(name in given and given[name].most_common(1)[0][0] == title)
+        right_total[1] += 1
+    return right_total
+
+
+def format_corpus(documents, shape: LongDocumentShape) -> str:
+    """What the training documents offer a gradient of each reach, and what the names' prior scores."""
+    reach = within_reach(documents["train"])
+    within = "/".join(map(str, REACHES))
+    lines = ["training documents' context words (%) whose need lies at most REACH sentences back",
+             f"  {'':<10}{'established, ' + within:>26}{'last shown, ' + within:>26}{'words':>8}"]
+    for phenomenon in PHENOMENA:
+        words = reach["distance"].get(phenomenon, [0])[0]
+        cells = [" / ".join(f"{100 * count / words:.1f}" for count in reach[kind][phenomenon][1:]) if words else "-"
+                 for kind in ("distance", "gap")]
+        lines.append(f"  {phenomenon:<10}{cells[0]:>26}{cells[1]:>26}{words:>8}")
+    prior = name_prior(documents["train"], documents["test"], set(shape.lexicon().names))
+    if prior[1]:
+        lines.append(f"title: the title a name has most often in the training documents is right for {cell(prior)} "
+                     "held-out titles")
+    return "\n".join(lines)
 
 
 def contrastive_scores(args, data: Path, checkpoint: Path, documents) -> dict:
@@ -288,6 +365,11 @@ def parse_args(argv=None):
     parser.add_argument("--test-documents", type=int, default=60)
     parser.add_argument("--min-sentences", type=int, default=10)
     parser.add_argument("--max-sentences", type=int, default=150)
+    parser.add_argument("--short-documents", type=int, default=0,
+                        help="more training documents, of --min-sentences to --short-max-sentences sentences, "
+                        "shuffled among the others: more of their cues lie within a training window of their use "
+                        "(default: %(default)s)")
+    parser.add_argument("--short-max-sentences", type=int, default=16)
     default = LongDocumentShape()
     for name in SHAPE_OPTIONS:
         parser.add_argument("--" + name.replace("_", "-"), type=type(getattr(default, name)),
@@ -311,6 +393,8 @@ def parse_args(argv=None):
     try:
         args.shape = LongDocumentShape(**{name: getattr(args, name) for name in SHAPE_OPTIONS})
         check_lengths(args.shape, args.min_sentences, args.max_sentences)
+        if args.short_documents:
+            check_lengths(args.shape, args.min_sentences, args.short_max_sentences)
     except ValueError as error:
         parser.error(str(error))
     args.score_epochs = args.score_epochs or sorted({max(1, args.epochs // 2), args.epochs})
@@ -338,7 +422,7 @@ def main(argv=None):
         if args.probe and system is MEMORY_SYSTEM:
             last = directory / "checkpoints" / f"checkpoint{args.epochs}.pt"
             probes[variant] = probed(args, data, last, documents["test"])
-    table = format_results(results, target_tokens, seconds)
+    table = format_corpus(documents, args.shape) + "\n\n" + format_results(results, target_tokens, seconds)
     if probes:
         table += "\n\n" + format_probes(probes)
     print(table)

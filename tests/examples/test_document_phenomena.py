@@ -2,11 +2,13 @@
 distance, the model's own word choices read from its translation, and the memory probe."""
 import json
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
 from conftest import REPO, TINY_DIMS, load_script
 from memory_nmt_tools.long_documents import LongDocumentShape, generate_long_documents
+from memory_nmt_tools.synthetic_documents import SyntheticDocument
 
 document_phenomena = load_script(REPO / "examples" / "learn_to_remember" / "document_phenomena.py")
 
@@ -103,3 +105,37 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
                   ["--score-epochs", "13"], ["--mention-rate", "0.9"], ["--min-sentences", "5"]):
         with pytest.raises(SystemExit):
             document_phenomena.parse_args(wrong)
+
+
+@pytest.mark.fast
+def test_short_documents_are_shuffled_among_the_long_training_documents():
+    long_only = document_phenomena.training_documents(document_phenomena.parse_args(["--documents", "20"]))
+    args = document_phenomena.parse_args(["--documents", "20", "--short-documents", "30", "--short-max-sentences", "12"])
+    mixed = document_phenomena.training_documents(args)
+    lengths = [len(document.source) for document in mixed]
+    assert len(mixed) == 50 and sum(10 <= length <= 12 for length in lengths) >= 30
+    assert {tuple(d.source) for d in long_only} <= {tuple(d.source) for d in mixed}  # the long ones unchanged
+    assert lengths[:20] != [len(document.source) for document in long_only]  # and not all first
+    assert document_phenomena.training_documents(args)[7].source == mixed[7].source  # one corpus a seed
+    with pytest.raises(SystemExit):
+        document_phenomena.parse_args(["--short-documents", "5", "--short-max-sentences", "5"])
+
+
+@pytest.mark.fast
+def test_reach_counts_the_context_words_whose_need_is_near_and_the_name_prior_follows_training(documents):
+    reach = document_phenomena.within_reach(documents)
+    words = [w for d in documents for w in d.context_words]
+    for phenomenon in ("pronoun", "topic", "title", "choice"):
+        mine = [w for w in words if w.phenomenon == phenomenon]
+        assert reach["distance"][phenomenon] == [len(mine)] + [
+            sum(w.distance <= r for w in mine) for r in document_phenomena.REACHES]
+        assert reach["gap"][phenomenon][1] == sum(w.gap <= 1 for w in mine)
+    assert reach["distance"]["pronoun"] == reach["gap"]["pronoun"]  # a pronoun's noun is shown only once
+
+    names = set(LongDocumentShape().lexicon().names)
+    right, total = document_phenomena.name_prior(documents, documents, names)
+    assert total == sum(w.phenomenon == "title" for w in words) and total / 2 < right < total
+    flipped = [SyntheticDocument(d.source, d.target, [
+        replace(w, correct=w.alternatives[0], alternatives=[w.correct]) if w.phenomenon == "title" else w
+        for w in d.context_words]) for d in documents]
+    assert document_phenomena.name_prior(documents, flipped, names) == [total - right, total]
