@@ -209,3 +209,37 @@ def test_a_gated_update_keeps_each_feature_its_gate_closes_and_writes_the_papers
     assert torch.allclose(kept_and_written[..., : channels // 2], memory[..., : channels // 2])
     assert torch.allclose(kept_and_written[..., channels // 2:], written[..., channels // 2:])
     assert not torch.allclose(written[..., : channels // 2], memory[..., : channels // 2], atol=1e-2)
+
+
+def test_competing_slots_keep_a_slot_no_token_chooses_and_rewrite_the_one_every_token_chooses(data_bin):
+    """--memory-update competitive: each token's attention is a softmax over the slots and a null
+    query; a slot is rewritten in the share of a token it receives. Slot 0's query matches every
+    token's key and the other slots' do not: slot 0 is rewritten with the mean of the tokens'
+    values (the paper's write, whose attention over the tokens is uniform here), and slots 1-3
+    are kept exactly, padded tokens aside; with the null query matching, nothing is written."""
+    _, paper, _, _ = build(data_bin, *TINY_MODEL)
+    _, competing, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "competitive")
+    assert {name for name in competing.state_dict() if "null_query" not in name} == set(paper.state_dict())
+    unit = competing.memory_units()["decoder.1"].eval()
+    channels = unit.initial_memory.size(1)
+    memory = torch.randn(4, 3, channels) * 0.1
+    memory[0] += 10.0
+    memory[1:] -= 10.0
+    states = torch.randn(5, 3, channels)
+    padding = torch.zeros(3, 5, dtype=torch.bool)
+    padding[1, 3:] = True
+    attention = unit.update_attn
+    with torch.no_grad():
+        attention.q_proj.weight.copy_(torch.eye(channels))
+        attention.q_proj.bias.zero_()
+        attention.k_proj.weight.zero_()
+        attention.k_proj.bias.fill_(10.0)
+        written, shares = unit.write(memory, states, padding, need_weights=True)
+        unit.null_query = None  # the paper's write with the same weights: uniform over the tokens
+        papers = unit.write(memory, states, padding)
+        unit.null_query = torch.nn.Parameter(torch.zeros_like(competing.memory_units()["encoder.1"].null_query))
+        unit.null_query.fill_(100.0)
+        nothing = unit.write(memory, states, padding)
+    assert torch.allclose(written[1:], memory[1:]) and torch.allclose(written[0], papers[0], atol=1e-5)
+    assert torch.allclose(shares[:, 0], (~padding).float()) and torch.all(shares[:, 1:] < 1e-6)
+    assert torch.allclose(nothing, memory)

@@ -14,6 +14,13 @@ in decoding, see ``carry.py``) passes in and gets back:
   where a learned gate says the sentence does not replace it: ``M' = g * M_written + (1 - g) *
   M``, ``g = sigmoid(W [M; M_written] + b)``, ``b`` starting at ``GATE_BIAS`` (a quarter or so of
   each slot rewritten per sentence), as an LSTM's forget gate starts leaning to keep;
+- with ``--memory-update competitive`` (not in the paper), the slots compete for the sentence's
+  tokens instead: each token's attention is a softmax over the slots and a learned ``null_query``
+  (Slot Attention's normalisation, Locatello et al. 2020, with a slot that writes nowhere), a slot
+  receives the mean of the values of the tokens that chose it, and the written slot replaces the
+  old one in the share of a token it received (at most one): ``M' = s * M_written + (1 - s) * M``,
+  so a slot that no token chooses is kept as it is, and a sentence rewrites only the slots its
+  tokens choose;
 - ``read(states, memory)``: Output Attention, ``h~ = MHA(h, M, M)``, which the layer adds to
   its residual stream (``layers.py``). Its output projection starts at zero, so a model built
   from a sentence-level transformer's weights computes exactly that transformer until
@@ -32,8 +39,9 @@ from torch import Tensor, nn
 
 from ..context_parameters import tag_context_parameters
 
-MEMORY_UPDATES = ("attention", "gated")  # the paper's Update Attention; it with a gate that keeps slots
+MEMORY_UPDATES = ("attention", "gated", "competitive")  # the paper's; with a gate; slots competing for tokens
 GATE_BIAS = -1.0  # sigmoid(-1) = 0.27: the share of a slot a sentence rewrites before training
+NOTHING_RECEIVED = 1e-4  # the least a slot's received share is divided by, in the mean of its values
 
 
 class RecurrentMemory(nn.Module):
@@ -84,6 +92,9 @@ class RecurrentMemory(nn.Module):
         self.update_gate = nn.Linear(2 * embed_dim, embed_dim) if update == "gated" else None
         if self.update_gate is not None:
             nn.init.constant_(self.update_gate.bias, GATE_BIAS)
+        self.null_query = (
+            nn.Parameter(torch.zeros(attention_heads, embed_dim // attention_heads)) if update == "competitive" else None
+        )
         tag_context_parameters(self)
 
     @property
@@ -105,16 +116,46 @@ class RecurrentMemory(nn.Module):
         query = memory + self.slot_positions.to(memory)
         if padding_mask is not None and not padding_mask.any():
             padding_mask = None  # as fairseq's encoder does: nothing to mask, cheaper attention
-        attended, weights = self.update_attn(
-            query, states, states, key_padding_mask=padding_mask, need_weights=need_weights
-        )
+        if self.null_query is None:
+            attended, weights = self.update_attn(
+                query, states, states, key_padding_mask=padding_mask, need_weights=need_weights
+            )
+        else:
+            attended, weights, received = self.compete(query, states, padding_mask)
         updated = self.update_attn_layer_norm(query + self.dropout_module(attended))
         transformed = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(updated))))
         written = self.update_ffn_layer_norm(updated + self.dropout_module(transformed))
         if self.update_gate is not None:
             share = torch.sigmoid(self.update_gate(torch.cat([memory, written], -1)))
             written = share * written + (1 - share) * memory
+        if self.null_query is not None:
+            written = received * written + (1 - received) * memory
         return (written, weights) if need_weights else written
+
+    def compete(self, query: Tensor, states: Tensor, padding_mask: Optional[Tensor]):
+        """The slots competing for the tokens, with the Update Attention's projections: what each
+        slot receives (slots x B x C), each token's share given to each slot (B x slots x T,
+        averaged over heads) and each slot's received share, at most one (slots x B x 1)."""
+        attention = self.update_attn
+        slots, lanes, _ = query.shape
+        heads, head_dim = attention.num_heads, attention.head_dim
+
+        def by_head(projected):  # (length, B, C) -> (B * heads, length, head_dim)
+            return projected.reshape(projected.size(0), lanes * heads, head_dim).transpose(0, 1)
+
+        queries = by_head(attention.q_proj(query) * attention.scaling)
+        keys, values = by_head(attention.k_proj(states)), by_head(attention.v_proj(states))
+        null = (self.null_query * attention.scaling).repeat(lanes, 1).unsqueeze(1)  # (B * heads, 1, head_dim)
+        scores = torch.bmm(torch.cat([queries, null.to(queries)], 1), keys.transpose(1, 2))
+        shares = utils.softmax(scores, dim=1).type_as(scores)[:, :slots]  # each token over slots and null
+        if padding_mask is not None:
+            shares = shares.masked_fill(padding_mask.repeat_interleave(heads, dim=0).unsqueeze(1), 0.0)
+        received = shares.sum(-1, keepdim=True)
+        gathered = torch.bmm(attention.dropout_module(shares), values) / received.clamp(min=NOTHING_RECEIVED)
+        attended = attention.out_proj(gathered.transpose(0, 1).reshape(slots, lanes, heads * head_dim))
+        by_lane = received.view(lanes, heads, slots).mean(1).clamp(max=1.0)
+        weights = shares.view(lanes, heads, slots, -1).mean(1)
+        return attended, weights, by_lane.transpose(0, 1).unsqueeze(-1)
 
     def read(
         self,
