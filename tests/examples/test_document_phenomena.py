@@ -110,7 +110,8 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
 @pytest.mark.fast
 def test_short_documents_are_shuffled_among_the_long_training_documents():
     long_only = document_phenomena.training_documents(document_phenomena.parse_args(["--documents", "20"]))
-    args = document_phenomena.parse_args(["--documents", "20", "--short-documents", "30", "--short-max-sentences", "12"])
+    args = document_phenomena.parse_args(["--documents", "20", "--short-documents", "30",
+                                          "--short-max-sentences", "12"])
     mixed = document_phenomena.training_documents(args)
     lengths = [len(document.source) for document in mixed]
     assert len(mixed) == 50 and sum(10 <= length <= 12 for length in lengths) >= 30

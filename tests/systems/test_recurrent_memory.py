@@ -235,10 +235,10 @@ def test_competing_slots_keep_a_slot_no_token_chooses_and_rewrite_the_one_every_
         attention.k_proj.weight.zero_()
         attention.k_proj.bias.fill_(10.0)
         written, shares = unit.write(memory, states, padding, need_weights=True)
-        unit.null_query = None  # the paper's write with the same weights: uniform over the tokens
+        null_query, unit.null_query = unit.null_query, None  # the paper's write: uniform over the tokens here
         papers = unit.write(memory, states, padding)
-        unit.null_query = torch.nn.Parameter(torch.zeros_like(competing.memory_units()["encoder.1"].null_query))
-        unit.null_query.fill_(100.0)
+        unit.null_query = null_query
+        null_query.fill_(100.0)
         nothing = unit.write(memory, states, padding)
     assert torch.allclose(written[1:], memory[1:]) and torch.allclose(written[0], papers[0], atol=1e-5)
     assert torch.allclose(shares[:, 0], (~padding).float()) and torch.all(shares[:, 1:] < 1e-6)

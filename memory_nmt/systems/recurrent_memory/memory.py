@@ -92,9 +92,8 @@ class RecurrentMemory(nn.Module):
         self.update_gate = nn.Linear(2 * embed_dim, embed_dim) if update == "gated" else None
         if self.update_gate is not None:
             nn.init.constant_(self.update_gate.bias, GATE_BIAS)
-        self.null_query = (
-            nn.Parameter(torch.zeros(attention_heads, embed_dim // attention_heads)) if update == "competitive" else None
-        )
+        head_dim = embed_dim // attention_heads
+        self.null_query = nn.Parameter(torch.zeros(attention_heads, head_dim)) if update == "competitive" else None
         tag_context_parameters(self)
 
     @property

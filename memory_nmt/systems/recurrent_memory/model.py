@@ -369,9 +369,10 @@ class RecurrentMemoryOptions(SystemOptions):
         default="attention",
         metadata={"help": "how a sentence is written into the memory: 'attention', the paper's Update Attention, "
                   "which rewrites every slot; 'gated' (not in the paper), the same followed by a learned gate "
-                  "per slot and feature that keeps the old value where the sentence does not replace it; 'competitive' (not "
-                  "in the paper), slots that compete for the sentence's tokens (a softmax over the slots and a slot "
-                  "that writes nowhere), each rewritten in the share of a token it receives and kept otherwise"},
+                  "per slot and feature that keeps the old value where the sentence does not replace it; "
+                  "'competitive' (not in the paper), slots that compete for the sentence's tokens (a softmax over "
+                  "the slots and a slot that writes nowhere), each rewritten in the share of a token it receives "
+                  "and kept otherwise"},
     )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
         default="stopped",
