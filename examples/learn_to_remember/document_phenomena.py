@@ -157,6 +157,16 @@ def within_reach(documents) -> dict:
     return counts
 
 
+def asking_token(document, word, asking) -> str:
+    """The source token of ``word``'s sentence that asks for it: the first of the set ``asking``."""
+    return next(token for token in document.source[word.sentence].split() if token in asking)
+
+
+def title_of(word) -> str:
+    """"mr" or "mrs": the English title a ``title`` word's German one translates."""
+    return "mr" if word.correct in TITLES["mr"].values() else "mrs"
+
+
 def name_prior(train, test, names) -> list:
     """[right, total]: the held-out title words that the title most often given to the same name
     in the training documents would get right (a model following its training, not the document)."""
@@ -165,8 +175,7 @@ def name_prior(train, test, names) -> list:
         for document in documents:
             for word in document.context_words:
                 if word.phenomenon == "title":
-                    name = next(t for t in document.source[word.sentence].split() if t in names)
-                    yield name, "mr" if word.correct in TITLES["mr"].values() else "mrs"
+                    yield asking_token(document, word, names), title_of(word)
 
     given = {}
     for name, title in titled(train):
@@ -281,9 +290,9 @@ def probe_points(documents, shape: LongDocumentShape):
     points = []
     for number, document in enumerate(documents):
         for word in document.context_words:
-            token = next(t for t in document.source[word.sentence].split() if t in asking[word.phenomenon])
+            token = asking_token(document, word, asking[word.phenomenon])
             if word.phenomenon == "title":
-                answer = "mr" if word.correct in ("herr", "herrn") else "mrs"
+                answer = title_of(word)
             elif word.phenomenon == "topic":
                 answer = senses[token][word.correct]
             elif word.phenomenon == "choice":

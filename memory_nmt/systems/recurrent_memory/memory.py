@@ -120,7 +120,7 @@ class RecurrentMemory(nn.Module):
                 query, states, states, key_padding_mask=padding_mask, need_weights=need_weights
             )
         else:
-            attended, weights, received = self.compete(query, states, padding_mask)
+            attended, weights, received = self.compete(query, states, padding_mask, need_weights)
         updated = self.update_attn_layer_norm(query + self.dropout_module(attended))
         transformed = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(updated))))
         written = self.update_ffn_layer_norm(updated + self.dropout_module(transformed))
@@ -131,10 +131,11 @@ class RecurrentMemory(nn.Module):
             written = received * written + (1 - received) * memory
         return (written, weights) if need_weights else written
 
-    def compete(self, query: Tensor, states: Tensor, padding_mask: Optional[Tensor]):
+    def compete(self, query: Tensor, states: Tensor, padding_mask: Optional[Tensor], need_weights: bool):
         """The slots competing for the tokens, with the Update Attention's projections: what each
         slot receives (slots x B x C), each token's share given to each slot (B x slots x T,
-        averaged over heads) and each slot's received share, at most one (slots x B x 1)."""
+        averaged over heads; None unless ``need_weights``) and each slot's received share, at most
+        one (slots x B x 1)."""
         attention = self.update_attn
         slots, lanes, _ = query.shape
         heads, head_dim = attention.num_heads, attention.head_dim
@@ -153,7 +154,7 @@ class RecurrentMemory(nn.Module):
         gathered = torch.bmm(attention.dropout_module(shares), values) / received.clamp(min=NOTHING_RECEIVED)
         attended = attention.out_proj(gathered.transpose(0, 1).reshape(slots, lanes, heads * head_dim))
         by_lane = received.view(lanes, heads, slots).mean(1).clamp(max=1.0)
-        weights = shares.view(lanes, heads, slots, -1).mean(1)
+        weights = shares.view(lanes, heads, slots, -1).mean(1) if need_weights else None
         return attended, weights, by_lane.transpose(0, 1).unsqueeze(-1)
 
     def read(
