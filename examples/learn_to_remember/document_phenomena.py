@@ -24,8 +24,10 @@ The checkpoints of --score-epochs are scored on the held-out documents:
 - contrastively, teacher forced on the reference (``memory_nmt/evaluation/contrastive.py``: right
   when the correct word scores above the others), by phenomenon and by how far back the document
   established what the word needs (``distance``: the topic sentence in force, the person's
-  introduction, the word's first use, the pronoun's noun); and by ``gap``, how far back the
-  nearest sentence whose reference shows it is;
+  introduction, the word's first use, the pronoun's noun); by ``gap``, how far back the
+  nearest sentence whose reference shows it is; and a title the document names for the first time
+  since the introductions, by the person's place among them (a memory that keeps one binding gets
+  the first person right and the others at chance);
 - by translating them (fairseq-generate, the model reading its own translations as context):
   ``own choice``, the later uses of a word of two translations that keep the translation the
   model wrote at its first use, counted only for the words whose first translation varies across
@@ -41,7 +43,7 @@ Printed and kept in WORKDIR/phenomena.txt: what the training documents offer a g
 reaches 1, 3 or 15 sentences back (the share of context words whose need was established, or last
 shown, that near) and what following each name's most frequent title in training would score;
 per variant and scored epoch, the accuracy (%) by phenomenon and distance bucket, then by gap
-bucket, and the own-choice consistency; the seconds of training to that epoch (fairseq-train's
+bucket, the titles first named by person, and the own-choice consistency; the seconds of training to that epoch (fairseq-train's
 log: run the variants alone for times that compare). A rerun trains and scores only what is
 missing.
 """
@@ -205,22 +207,35 @@ def format_corpus(documents, shape: LongDocumentShape) -> str:
     return "\n".join(lines)
 
 
+def groups(word) -> dict:
+    """{kind: bucket} a context word is counted in: ``distance`` and ``gap`` (``bucket``) and, for a
+    title the document names for the first time since the introductions (its gap is its distance),
+    ``introduced``: the person's place among them (1 for the first; they follow the first sentence)."""
+    found = {"distance": bucket(word.distance), "gap": bucket(word.gap)}
+    if word.phenomenon == "title" and word.gap == word.distance:
+        found["introduced"] = str(word.sentence - word.distance)
+    return found
+
+
 def contrastive_scores(args, data: Path, checkpoint: Path, documents) -> dict:
-    """{"distance" | "gap": {phenomenon: {bucket: [right, total]}}} of the documents' context words."""
+    """{"distance" | "gap" | "introduced": {phenomenon: {bucket: [right, total]}}} of the documents'
+    context words (``groups``), kept beside the checkpoint."""
     from memory_nmt_tools.contrastive_eval import load
 
     path = checkpoint.with_suffix(".contrastive.json")
     if path.exists():
-        return json.loads(path.read_text(encoding="utf-8"))
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if "introduced" in kept:  # else scored before the grouping by person existed: scored again
+            return kept
     items_path = checkpoint.parent / "context_words.json"
     items_path.write_text(json.dumps(contrastive_items(documents)), encoding="utf-8")
     items = contrastive.read_voita_json(items_path)
     words = [word for document in documents for word in document.context_words]
     model, task, _ = load(checkpoint, data, args.device == "cuda")
-    counts = {"distance": {}, "gap": {}}
+    counts = {"distance": {}, "gap": {}, "introduced": {}}
     for item, word, scores in zip(items, words, contrastive.score_items(model, task, items)):
-        for kind, distance in (("distance", word.distance), ("gap", word.gap)):
-            right_total = counts[kind].setdefault(word.phenomenon, {}).setdefault(bucket(distance), [0, 0])
+        for kind, name in groups(word).items():
+            right_total = counts[kind].setdefault(word.phenomenon, {}).setdefault(name, [0, 0])
             right_total[0] += int(contrastive.is_right(item, scores))
             right_total[1] += 1
     path.write_text(json.dumps(counts, indent=1), encoding="utf-8")
@@ -353,6 +368,10 @@ def format_results(results, target_tokens, seconds) -> str:
                 found = scores[kind].get(phenomenon, {})
                 lines.append(f"  {phenomenon + ', ' + label:<28}"
                              + "".join(f"{cell(found[name]) if name in found else '-':>14}" for name in names))
+        people = scores["introduced"].get("title", {})
+        lines.append(f"  {'title, first named, by person':<28}"
+                     + "".join(f"{cell(people[place]):>14}" for place in sorted(people, key=int))
+                     + "   (the person introduced 1st, 2nd, ...)")
         own = scores["own choice"]
         counted, used = own["words"]
         lines.append(f"  {'own choice kept':<28}"

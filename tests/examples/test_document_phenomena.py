@@ -91,9 +91,12 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
     for scores in results.values():
         for kind in ("distance", "gap"):
             assert {p: sum(t for _, t in b.values()) for p, b in scores[kind].items()} == dict(counts)
+        first_named = sum(w.phenomenon == "title" and w.gap == w.distance for d in test for w in d.context_words)
+        assert sum(t for _, t in scores["introduced"].get("title", {}).values()) == first_named > 0
     state = json.loads((tmp_path / "gated" / "checkpoints" / "checkpoint1.probe.json").read_text())
     assert sorted(state) == ["decoder.1", "encoder.1"]
     assert "gated encoder.1 title" in printed and "\ngated, epoch 1 (" in printed and "own choice kept" in printed
+    assert "title, first named, by person" in printed
     from fairseq import checkpoint_utils
 
     saved = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "gated" / "checkpoints" / "checkpoint1.pt"))
@@ -105,6 +108,28 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
                   ["--score-epochs", "13"], ["--mention-rate", "0.9"], ["--min-sentences", "5"]):
         with pytest.raises(SystemExit):
             document_phenomena.parse_args(wrong)
+
+
+@pytest.mark.fast
+def test_a_title_named_for_the_first_time_is_counted_by_the_persons_place_among_the_introductions(documents):
+    names = set(LongDocumentShape().lexicon().names)
+    counted = Counter()
+    for document in documents:
+        introduced = [next(t for t in s.split() if t in names) for s in document.source[1:] if s.split()[1:2] in (
+            ["met"], ["saw"]) and s.split()[2] in ("mr", "mrs")]  # the meeting sentences, in order
+        for word in document.context_words:
+            found = document_phenomena.groups(word)
+            assert (found["distance"], found["gap"]) == (document_phenomena.bucket(word.distance),
+                                                         document_phenomena.bucket(word.gap))
+            if "introduced" not in found:
+                assert word.phenomenon != "title" or word.gap < word.distance
+                continue
+            name = document_phenomena.asking_token(document, word, names)
+            assert introduced[int(found["introduced"]) - 1] == name  # the place of the person it names
+            assert not any(name in document.source[s].split() for s in range(word.sentence - word.gap + 1,
+                                                                                word.sentence))
+            counted[found["introduced"]] += 1
+    assert set(counted) == {"1", "2", "3", "4"} and counted["1"] > counted["4"]
 
 
 @pytest.mark.fast
