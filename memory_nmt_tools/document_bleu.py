@@ -28,11 +28,13 @@ at spaces; report the sacreBLEU scores.
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from sacrebleu.metrics import BLEU
 
 from .document_index import read_document_ids
 from .generate_texts import read_hypotheses, read_references
+from .paths import check_paths
 from .subword_pieces import SEGMENTATIONS, without_pieces
 from .text_files import TextFileError, read_lines
 
@@ -125,7 +127,11 @@ def parse_args(argv=None):
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object: s_bleu, d_bleu, sentences, documents, "
                         "signature (and with --tokenized-reference the same under 'tokenized')")
-    return parser.parse_args(argv)
+    parser.add_argument("--save-json", type=Path, metavar="FILE",
+                        help="also write that JSON object to FILE, the scores printed as without it")
+    args = parser.parse_args(argv)
+    check_paths(parser, outputs=[("--save-json", args.save_json)])
+    return args
 
 
 def main(argv=None):
@@ -143,6 +149,8 @@ def main(argv=None):
             )
     except TextFileError as error:
         sys.exit(f"error: {error}")
+    if args.save_json:
+        args.save_json.write_text(json.dumps(scores) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(scores))
         return

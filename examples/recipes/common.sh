@@ -367,8 +367,7 @@ score() {
                 "$WORK_DIR/generate-$name.txt" --docids "$DATA_BIN/test.$SRC-$TGT.docids"
                 --reference "$WORK_DIR/raw/test.$TGT")
     [[ -z $SPM_MODEL ]] && bleu+=(--tokenized-reference "$WORK_DIR/prep/test.$TGT" --post-process subword_nmt)
-    run "${bleu[@]}"
-    run "${bleu[@]}" --json > "$output.partial"
+    run "${bleu[@]}" --save-json "$output.partial"
     mv "$output.partial" "$output"
 }
 

@@ -95,8 +95,8 @@ def test_scores_equal_sacrebleu_on_sorted_sentences_and_joined_documents(tmp_pat
     assert scores["signature"] == SIGNATURE
 
 
-def test_text_output_shows_both_scores_and_the_signature(tmp_path):
-    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES))
+def test_text_output_shows_both_scores_and_the_signature_and_save_json_keeps_the_json_beside_it(tmp_path):
+    result = run(tmp_path, generate_output(HYPOTHESES, REFERENCES), "--save-json", str(tmp_path / "scores.json"))
     assert result.returncode == 0, result.stderr
     s_bleu, d_bleu = expected(HYPOTHESES, REFERENCES)
     assert result.stdout.splitlines() == [
@@ -104,6 +104,10 @@ def test_text_output_shows_both_scores_and_the_signature(tmp_path):
         f"d-BLEU {d_bleu:.2f}  (3 documents)",
         f"signature: {SIGNATURE}",
     ]
+    printed = run(tmp_path, generate_output(HYPOTHESES, REFERENCES), "--json")
+    assert json.loads((tmp_path / "scores.json").read_text(encoding="utf-8")) == json.loads(printed.stdout)
+    refused = run(tmp_path, generate_output(HYPOTHESES, REFERENCES), "--save-json", str(tmp_path / "no" / "s.json"))
+    assert refused.returncode == 2 and f"--save-json {tmp_path}/no/s.json: no folder {tmp_path}/no" in refused.stderr
 
 
 def test_hypothesis_equal_to_reference_scores_100(tmp_path):
