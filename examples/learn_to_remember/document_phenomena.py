@@ -26,8 +26,9 @@ The checkpoints of --score-epochs are scored on the held-out documents:
   established what the word needs (``distance``: the topic sentence in force, the person's
   introduction, the word's first use, the pronoun's noun); by ``gap``, how far back the
   nearest sentence whose reference shows it is; and a title the document names for the first time
-  since the introductions, by the person's place among them (a memory that keeps one binding gets
-  the first person right and the others at chance);
+  since the introductions, by the person's place among them, and for the later persons by whether
+  their title is the first person's (a memory that keeps one title for the whole document gets
+  those right and the others wrong);
 - by translating them (fairseq-generate, the model reading its own translations as context):
   ``own choice``, the later uses of a word of two translations that keep the translation the
   model wrote at its first use, counted only for the words whose first translation varies across
@@ -207,34 +208,41 @@ def format_corpus(documents, shape: LongDocumentShape) -> str:
     return "\n".join(lines)
 
 
-def groups(word) -> dict:
-    """{kind: bucket} a context word is counted in: ``distance`` and ``gap`` (``bucket``) and, for a
-    title the document names for the first time since the introductions (its gap is its distance),
-    ``introduced``: the person's place among them (1 for the first; they follow the first sentence)."""
+def groups(document, word) -> dict:
+    """{kind: bucket} a context word of ``document`` is counted in: ``distance`` and ``gap``
+    (``bucket``) and, for a title the document names for the first time since the introductions
+    (its gap is its distance), ``introduced``: the person's place among them (1 for the first; they
+    follow the first sentence), and for a later person ``first's title``: whether the first person
+    has the same title ("same") or the other ("other"). A memory that keeps one title for the whole
+    document gets "same" right and "other" wrong; one that keeps a title a person gets both."""
     found = {"distance": bucket(word.distance), "gap": bucket(word.gap)}
     if word.phenomenon == "title" and word.gap == word.distance:
-        found["introduced"] = str(word.sentence - word.distance)
+        place = word.sentence - word.distance
+        found["introduced"] = str(place)
+        if place > 1:
+            first = next(token for token in document.source[1].split() if token in TITLES)
+            found["first's title"] = "same" if first == title_of(word) else "other"
     return found
 
 
 def contrastive_scores(args, data: Path, checkpoint: Path, documents) -> dict:
-    """{"distance" | "gap" | "introduced": {phenomenon: {bucket: [right, total]}}} of the documents'
-    context words (``groups``), kept beside the checkpoint."""
+    """{"distance" | "gap" | "introduced" | "first's title": {phenomenon: {bucket: [right, total]}}} of
+    the documents' context words (``groups``), kept beside the checkpoint."""
     from memory_nmt_tools.contrastive_eval import load
 
     path = checkpoint.with_suffix(".contrastive.json")
     if path.exists():
         kept = json.loads(path.read_text(encoding="utf-8"))
-        if "introduced" in kept:  # else scored before the grouping by person existed: scored again
+        if "first's title" in kept:  # else scored before the grouping by person existed: scored again
             return kept
     items_path = checkpoint.parent / "context_words.json"
     items_path.write_text(json.dumps(contrastive_items(documents)), encoding="utf-8")
     items = contrastive.read_voita_json(items_path)
-    words = [word for document in documents for word in document.context_words]
+    words = [(document, word) for document in documents for word in document.context_words]
     model, task, _ = load(checkpoint, data, args.device == "cuda")
-    counts = {"distance": {}, "gap": {}, "introduced": {}}
-    for item, word, scores in zip(items, words, contrastive.score_items(model, task, items)):
-        for kind, name in groups(word).items():
+    counts = {"distance": {}, "gap": {}, "introduced": {}, "first's title": {}}
+    for item, (document, word), scores in zip(items, words, contrastive.score_items(model, task, items)):
+        for kind, name in groups(document, word).items():
             right_total = counts[kind].setdefault(word.phenomenon, {}).setdefault(name, [0, 0])
             right_total[0] += int(contrastive.is_right(item, scores))
             right_total[1] += 1
@@ -368,10 +376,14 @@ def format_results(results, target_tokens, seconds) -> str:
                 found = scores[kind].get(phenomenon, {})
                 lines.append(f"  {phenomenon + ', ' + label:<28}"
                              + "".join(f"{cell(found[name]) if name in found else '-':>14}" for name in names))
-        people = scores["introduced"].get("title", {})
+        people, first = scores["introduced"].get("title", {}), scores["first's title"].get("title", {})
         lines.append(f"  {'title, first named, by person':<28}"
                      + "".join(f"{cell(people[place]):>14}" for place in sorted(people, key=int))
                      + "   (the person introduced 1st, 2nd, ...)")
+        lines.append(f"  {'title, later persons':<28}"
+                     + "".join(f"{cell(first[name]) if name in first else '-':>14}" for name in ("same", "other"))
+                     + "   (first named; the 1st person's title, the other: one title kept for all is right on the "
+                     "first only)")
         own = scores["own choice"]
         counted, used = own["words"]
         lines.append(f"  {'own choice kept':<28}"

@@ -93,10 +93,12 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
             assert {p: sum(t for _, t in b.values()) for p, b in scores[kind].items()} == dict(counts)
         first_named = sum(w.phenomenon == "title" and w.gap == w.distance for d in test for w in d.context_words)
         assert sum(t for _, t in scores["introduced"].get("title", {}).values()) == first_named > 0
+        assert sum(t for _, t in scores["first's title"].get("title", {}).values()) == first_named - sum(
+            w.phenomenon == "title" and w.gap == w.distance == w.sentence - 1 for d in test for w in d.context_words)
     state = json.loads((tmp_path / "gated" / "checkpoints" / "checkpoint1.probe.json").read_text())
     assert sorted(state) == ["decoder.1", "encoder.1"]
     assert "gated encoder.1 title" in printed and "\ngated, epoch 1 (" in printed and "own choice kept" in printed
-    assert "title, first named, by person" in printed
+    assert "title, first named, by person" in printed and "title, later persons" in printed
     from fairseq import checkpoint_utils
 
     saved = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "gated" / "checkpoints" / "checkpoint1.pt"))
@@ -118,7 +120,7 @@ def test_a_title_named_for_the_first_time_is_counted_by_the_persons_place_among_
         introduced = [next(t for t in s.split() if t in names) for s in document.source[1:] if s.split()[1:2] in (
             ["met"], ["saw"]) and s.split()[2] in ("mr", "mrs")]  # the meeting sentences, in order
         for word in document.context_words:
-            found = document_phenomena.groups(word)
+            found = document_phenomena.groups(document, word)
             assert (found["distance"], found["gap"]) == (document_phenomena.bucket(word.distance),
                                                          document_phenomena.bucket(word.gap))
             if "introduced" not in found:
@@ -126,6 +128,9 @@ def test_a_title_named_for_the_first_time_is_counted_by_the_persons_place_among_
                 continue
             name = document_phenomena.asking_token(document, word, names)
             assert introduced[int(found["introduced"]) - 1] == name  # the place of the person it names
+            titles = [s.split()[2] for s in document.source[1:len(introduced) + 1]]
+            assert found.get("first's title") == (None if found["introduced"] == "1" else
+                                                  "same" if titles[0] == document_phenomena.title_of(word) else "other")
             assert not any(name in document.source[s].split() for s in range(word.sentence - word.gap + 1,
                                                                                 word.sentence))
             counted[found["introduced"]] += 1
