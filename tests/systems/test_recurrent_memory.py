@@ -211,6 +211,37 @@ def test_a_gated_update_keeps_each_feature_its_gate_closes_and_writes_the_papers
     assert not torch.allclose(written[..., : channels // 2], memory[..., : channels // 2], atol=1e-2)
 
 
+def test_a_queue_pushes_one_new_slot_a_sentence_in_the_share_its_gate_opens_and_keeps_the_rest_in_order(data_bin):
+    """--memory-update queue: a learned query's Update Attention over the sentence gives one new slot,
+    pushed in front in the share p of its gate, the others moving one place back in that share:
+    closed, the memory is kept exactly; open, it is [new; M[:-1]]; half open, the mean of the two."""
+    _, paper, _, _ = build(data_bin, *TINY_MODEL)
+    _, queue, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue")
+    added = {name for name in queue.state_dict() if name not in paper.state_dict()}
+    assert {name.split(".")[-1] for name in added} == {"push_query", "weight", "bias"} and len(added) == 6
+    unit = queue.memory_units()["encoder.1"].eval()
+    memory = torch.randn(4, 3, unit.initial_memory.size(1))
+    states = torch.randn(5, 3, unit.initial_memory.size(1))
+    padding = torch.zeros(3, 5, dtype=torch.bool)
+    padding[2, 2:] = True
+    with torch.no_grad():
+        gate, unit.push_gate = unit.push_gate, None
+        new = unit.write(memory, states, padding)  # the new slot alone
+        unit.push_gate = gate
+        gate.weight.zero_()
+        written = {}
+        for bias in (-100.0, 100.0, 0.0):
+            gate.bias.fill_(bias)
+            written[bias], weights = unit.write(memory, states, padding, need_weights=True)
+    assert new.shape == (1, 3, memory.size(2)) and weights.shape == (3, 1, 5)
+    assert torch.all(weights[2, 0, 2:] == 0) and torch.allclose(weights.sum(-1), torch.ones(3, 1))
+    assert torch.allclose(written[-100.0], memory)
+    pushed = torch.cat([new, memory[:-1]])
+    assert torch.allclose(written[100.0], pushed)
+    assert torch.allclose(written[0.0], (pushed + memory) / 2, atol=1e-6)
+    assert not torch.allclose(new[0], memory[0], atol=1e-2)
+
+
 def test_competing_slots_keep_a_slot_no_token_chooses_and_rewrite_the_one_every_token_chooses(data_bin):
     """--memory-update competitive: each token's attention is a softmax over the slots and a null
     query; a slot is rewritten in the share of a token it receives. Slot 0's query matches every

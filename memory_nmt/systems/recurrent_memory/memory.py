@@ -21,6 +21,13 @@ in decoding, see ``carry.py``) passes in and gets back:
   old one in the share of a token it received (at most one): ``M' = s * M_written + (1 - s) * M``,
   so a slot that no token chooses is kept as it is, and a sentence rewrites only the slots its
   tokens choose;
+- with ``--memory-update queue`` (not in the paper), a sentence is written into one new slot
+  instead: the Update Attention of a learned ``push_query`` over its states and the feed-forward
+  block give the new slot, which is pushed in front of the others in the share ``p`` a learned
+  gate gives it, the others moving one place back (the last one out) in that share: ``M' = p *
+  [new; M[:-1]] + (1 - p) * M``, ``p = sigmoid(w . new + b)``, ``b`` starting at ``GATE_BIAS``.
+  Every sentence that is pushed keeps a slot of its own, so the slots hold several sentences side
+  by side rather than one mix of them, and a sentence the gate closes on moves nothing;
 - ``read(states, memory)``: Output Attention, ``h~ = MHA(h, M, M)``, which the layer adds to
   its residual stream (``layers.py``). Its output projection starts at zero, so a model built
   from a sentence-level transformer's weights computes exactly that transformer until
@@ -39,7 +46,8 @@ from torch import Tensor, nn
 
 from ..context_parameters import tag_context_parameters
 
-MEMORY_UPDATES = ("attention", "gated", "competitive")  # the paper's; with a gate; slots competing for tokens
+MEMORY_UPDATES = ("attention", "gated", "competitive", "queue")  # the paper's; with a gate; slots competing
+# for tokens; a new slot a sentence, pushed in front
 GATE_BIAS = -1.0  # sigmoid(-1) = 0.27: the share of a slot a sentence rewrites before training
 NOTHING_RECEIVED = 1e-4  # the least a slot's received share is divided by, in the mean of its values
 
@@ -94,6 +102,12 @@ class RecurrentMemory(nn.Module):
             nn.init.constant_(self.update_gate.bias, GATE_BIAS)
         head_dim = embed_dim // attention_heads
         self.null_query = nn.Parameter(torch.zeros(attention_heads, head_dim)) if update == "competitive" else None
+        self.push_query = self.push_gate = None
+        if update == "queue":
+            self.push_query = nn.Parameter(torch.empty(1, embed_dim))
+            nn.init.normal_(self.push_query, mean=0.0, std=embed_dim**-0.5)
+            self.push_gate = nn.Linear(embed_dim, 1)
+            nn.init.constant_(self.push_gate.bias, GATE_BIAS)
         tag_context_parameters(self)
 
     @property
@@ -110,9 +124,13 @@ class RecurrentMemory(nn.Module):
         """Update Attention: the memory after a sentence whose states are ``states`` (T x B x C).
 
         Returns the new memory, and the attention of each slot over the tokens
-        (B x slots x T, averaged over heads) when ``need_weights``.
+        (B x slots x T, averaged over heads; with ``queue``, the new slot's: B x 1 x T) when
+        ``need_weights``.
         """
-        query = memory + self.slot_positions.to(memory)
+        if self.push_query is None:
+            query = memory + self.slot_positions.to(memory)
+        else:
+            query = self.push_query.unsqueeze(1).expand(-1, memory.size(1), -1).to(memory)
         if padding_mask is not None and not padding_mask.any():
             padding_mask = None  # as fairseq's encoder does: nothing to mask, cheaper attention
         if self.null_query is None:
@@ -129,6 +147,9 @@ class RecurrentMemory(nn.Module):
             written = share * written + (1 - share) * memory
         if self.null_query is not None:
             written = received * written + (1 - received) * memory
+        if self.push_gate is not None:
+            share = torch.sigmoid(self.push_gate(written))
+            written = share * torch.cat([written, memory[:-1]]) + (1 - share) * memory
         return (written, weights) if need_weights else written
 
     def compete(self, query: Tensor, states: Tensor, padding_mask: Optional[Tensor], need_weights: bool):

@@ -372,7 +372,9 @@ class RecurrentMemoryOptions(SystemOptions):
                   "per slot and feature that keeps the old value where the sentence does not replace it; "
                   "'competitive' (not in the paper), slots that compete for the sentence's tokens (a softmax over "
                   "the slots and a slot that writes nowhere), each rewritten in the share of a token it receives "
-                  "and kept otherwise"},
+                  "and kept otherwise; 'queue' (not in the paper), one new slot a sentence (a learned query's "
+                  "Update Attention over it) pushed in front of the others in the share a learned gate gives it, "
+                  "the others moving one place back"},
     )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
         default="stopped",
