@@ -46,8 +46,8 @@ from torch import Tensor, nn
 
 from ..context_parameters import tag_context_parameters
 
-MEMORY_UPDATES = ("attention", "gated", "competitive", "queue")  # the paper's; with a gate; slots competing
-# for tokens; a new slot a sentence, pushed in front
+# the paper's; with a gate; slots competing for tokens; a new slot a sentence, pushed in front
+MEMORY_UPDATES = ("attention", "gated", "competitive", "queue")
 GATE_BIAS = -1.0  # sigmoid(-1) = 0.27: the share of a slot a sentence rewrites before training
 NOTHING_RECEIVED = 1e-4  # the least a slot's received share is divided by, in the mean of its values
 
