@@ -44,9 +44,9 @@ Printed and kept in WORKDIR/phenomena.txt: what the training documents offer a g
 reaches 1, 3 or 15 sentences back (the share of context words whose need was established, or last
 shown, that near) and what following each name's most frequent title in training would score;
 per variant and scored epoch, the accuracy (%) by phenomenon and distance bucket, then by gap
-bucket, the titles first named by person, and the own-choice consistency; the seconds of training to that epoch (fairseq-train's
-log: run the variants alone for times that compare). A rerun trains and scores only what is
-missing.
+bucket, the titles first named by person, and the own-choice consistency; the seconds of training
+to that epoch (fairseq-train's log: run the variants alone for times that compare). A rerun
+trains and scores only what is missing.
 """
 import argparse
 import json
