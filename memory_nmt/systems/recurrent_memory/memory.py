@@ -133,23 +133,23 @@ class RecurrentMemory(nn.Module):
             query = self.push_query.unsqueeze(1).expand(-1, memory.size(1), -1).to(memory)
         if padding_mask is not None and not padding_mask.any():
             padding_mask = None  # as fairseq's encoder does: nothing to mask, cheaper attention
+        share = None  # the paper's update: every slot rewritten whole
         if self.null_query is None:
             attended, weights = self.update_attn(
                 query, states, states, key_padding_mask=padding_mask, need_weights=need_weights
             )
         else:
-            attended, weights, received = self.compete(query, states, padding_mask, need_weights)
+            attended, weights, share = self.compete(query, states, padding_mask, need_weights)
         updated = self.update_attn_layer_norm(query + self.dropout_module(attended))
         transformed = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(updated))))
         written = self.update_ffn_layer_norm(updated + self.dropout_module(transformed))
         if self.update_gate is not None:
             share = torch.sigmoid(self.update_gate(torch.cat([memory, written], -1)))
-            written = share * written + (1 - share) * memory
-        if self.null_query is not None:
-            written = received * written + (1 - received) * memory
-        if self.push_gate is not None:
+        elif self.push_gate is not None:
             share = torch.sigmoid(self.push_gate(written))
-            written = share * torch.cat([written, memory[:-1]]) + (1 - share) * memory
+            written = torch.cat([written, memory[:-1]])
+        if share is not None:  # the memory takes the written share and keeps the rest
+            written = share * written + (1 - share) * memory
         return (written, weights) if need_weights else written
 
     def compete(self, query: Tensor, states: Tensor, padding_mask: Optional[Tensor], need_weights: bool):
