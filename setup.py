@@ -39,5 +39,5 @@ setup(
         "tqdm",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest", "pytest-xdist"]},
+    extras_require={"test": ["pytest", "pytest-xdist", "filelock"]},  # filelock: tests/conftest.py's shared fixtures
 )

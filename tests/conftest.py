@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import filelock
 import pytest
 import sentencepiece
 import torch
@@ -100,10 +101,29 @@ def run(command, cwd=None):
     return result
 
 
-@pytest.fixture(scope="session")
-def data_bin(tmp_path_factory):
-    """train/valid/test splits of synthetic documents, binarized, with their docids."""
-    root = tmp_path_factory.mktemp("corpus")
+def built_once(tmp_path_factory, name, build):
+    """The folder ``name`` after ``build(folder)`` filled it, once a test run: under pytest-xdist in the
+    folder all its workers share, built by the first worker that asks (the others wait on a lock file and
+    take what it built; a worker whose build failed leaves it to the next one); without xdist, in a folder
+    of this process's own. Tests only read it; one that changes what is there works on a copy (as
+    test_cli.py's dictionary shuffled in a copy of ``data_bin``)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    folder = tmp_path_factory.getbasetemp().parent / name
+    built = folder.with_name(f"{name}.built")
+    with filelock.FileLock(folder.with_name(f"{name}.lock")):
+        if not built.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            built.touch()
+    return folder
+
+
+def write_corpus(root):
+    """``data_bin``'s documents in ``root``: their text in ``raw``, binarized in ``bin``."""
     for split, count, seed in (("train", 40, 1), ("valid", 8, 2), ("test", 6, 3)):
         synthetic_documents.write_documents(
             synthetic_documents.generate_documents(count, seed=seed, min_sentences=2, max_sentences=6),
@@ -117,31 +137,38 @@ def data_bin(tmp_path_factory):
     ])
     for split in ("train", "valid", "test"):
         shutil.copy(root / "raw" / f"{split}.docids", root / "bin" / f"{split}.en-de.docids")
-    return root / "bin"
+
+
+@pytest.fixture(scope="session")
+def data_bin(tmp_path_factory):
+    """train/valid/test splits of synthetic documents, binarized, with their docids (their text in ``../raw``)."""
+    return built_once(tmp_path_factory, "corpus", write_corpus) / "bin"
 
 
 @pytest.fixture(scope="session")
 def sentence_checkpoint(data_bin, tmp_path_factory):
     """A plain fairseq transformer of the tiny size, trained for 3 updates (translation task)."""
-    save_dir = tmp_path_factory.mktemp("sentence")
-    run([fairseq_command("fairseq-train"), str(data_bin), *SENTENCE_TRAIN, "--save-dir", str(save_dir)])
-    return save_dir / "checkpoint_last.pt"
+    def train(save_dir):
+        run([fairseq_command("fairseq-train"), str(data_bin), *SENTENCE_TRAIN, "--save-dir", str(save_dir)])
+
+    return built_once(tmp_path_factory, "sentence", train) / "checkpoint_last.pt"
 
 
 @pytest.fixture(scope="session")
 def concat_checkpoint(data_bin, sentence_checkpoint, tmp_path_factory):
     """A 2-to-2 concatenation model finetuned for 4 updates from the plain transformer checkpoint."""
-    save_dir = tmp_path_factory.mktemp("concat")
-    result = run([
-        fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
-        *CONCAT, "--source-context", "1", "--target-context", "1",
-        "--criterion", "document_label_smoothed_cross_entropy",
-        "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "4",
-        "--finetune-from-model", str(sentence_checkpoint), "--save-dir", str(save_dir),
-    ])
-    log = result.stdout + result.stderr
-    assert "num_updates 4" in log and f"loading pretrained model from {sentence_checkpoint}" in log
-    return save_dir / "checkpoint_last.pt"
+    def finetune(save_dir):
+        result = run([
+            fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation",
+            *CONCAT, "--source-context", "1", "--target-context", "1",
+            "--criterion", "document_label_smoothed_cross_entropy",
+            "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2", "--max-update", "4",
+            "--finetune-from-model", str(sentence_checkpoint), "--save-dir", str(save_dir),
+        ])
+        log = result.stdout + result.stderr
+        assert "num_updates 4" in log and f"loading pretrained model from {sentence_checkpoint}" in log
+
+    return built_once(tmp_path_factory, "concat", finetune) / "checkpoint_last.pt"
 
 
 # the pretrained checkpoints' shape, training and tasks
@@ -175,11 +202,13 @@ def pretrained(data_bin, tmp_path_factory):
     own fairseq task: an mBART-shaped one (``translation_from_pretrained_bart``: pre-norm, learned positions,
     embedding norm, ``x </s> [en]`` -> ``y </s> [de]``) and a pre-norm multilingual transformer
     (``translation_multi_simple_epoch``: ``__en__ x </s>`` -> ``__de__ y </s>``)."""
-    root = tmp_path_factory.mktemp("pretrained")
-    run([sys.executable, "-c", WITH_BART_TASK_FIXED, str(data_bin), *BART_TASK, "--arch", "mbart_base",
-         *PRETRAINED_SHAPE, *PRETRAINING, "--save-dir", str(root / "mbart")])
-    run([fairseq_command("fairseq-train"), str(data_bin), *MULTILINGUAL_TASK, "--arch", "transformer",
-         "--share-all-embeddings", *PRETRAINED_SHAPE, *PRETRAINING, "--save-dir", str(root / "multilingual")])
+    def pretrain(root):
+        run([sys.executable, "-c", WITH_BART_TASK_FIXED, str(data_bin), *BART_TASK, "--arch", "mbart_base",
+             *PRETRAINED_SHAPE, *PRETRAINING, "--save-dir", str(root / "mbart")])
+        run([fairseq_command("fairseq-train"), str(data_bin), *MULTILINGUAL_TASK, "--arch", "transformer",
+             "--share-all-embeddings", *PRETRAINED_SHAPE, *PRETRAINING, "--save-dir", str(root / "multilingual")])
+
+    root = built_once(tmp_path_factory, "pretrained", pretrain)
     return {layout: str(root / layout / "checkpoint_last.pt") for layout in ("mbart", "multilingual")}
 
 
@@ -213,7 +242,12 @@ def spm_checkpoint(tmp_path_factory):
     by ``train_sentencepiece``'s model as prepare_documents.py --spm-model segments them and binarized
     as the train and test splits, and a tiny fairseq transformer built on them and saved untrained
     (what a sentencepiece model's checkpoint holds is its dictionary: the scoring tools' checks read it)."""
-    root = tmp_path_factory.mktemp("spm_checkpoint")
+    root = built_once(tmp_path_factory, "spm_checkpoint", write_spm_checkpoint)
+    return root / "checkpoint.pt", root / "bin", root / "spm.model"
+
+
+def write_spm_checkpoint(root):
+    """``spm_checkpoint``'s files in ``root``."""
     model = train_sentencepiece(root)
     for lang, lines in (("en", TRAIN_EN), ("de", TRAIN_DE)):
         (root / f"documents.{lang}").write_text("\n\n".join("\n".join(lines[i:i + 3]) for i in (0, 3, 6)) + "\n",
@@ -227,7 +261,6 @@ def spm_checkpoint(tmp_path_factory):
     shutil.copy(root / "pieces.docids", root / "bin" / "test.en-de.docids")
     _, transformer, _, cfg = build(root / "bin", "--arch", "transformer", *TINY_DIMS, task="translation")
     save_checkpoint(transformer, cfg, root / "checkpoint.pt")
-    return root / "checkpoint.pt", root / "bin", model
 
 
 TINY_TRANSFORMER_MODULES = ("encoder.embed_tokens, encoder.layers.0-1, decoder.embed_tokens, "
@@ -471,3 +504,21 @@ def load_script(path: Path):
     sys.modules[path.stem] = module
     spec.loader.exec_module(module)
     return module
+
+
+def script_in_process(monkeypatch, capsys, script: Path, *arguments):
+    """``python script arguments`` as a finished process (``subprocess.CompletedProcess``: exit status,
+    stdout, stderr), run by calling the script's ``main`` in this process under the script's name, which
+    argparse names in its errors; a message ``main`` exits with goes to stderr with exit status 1, as
+    Python does with it. Only for what ``main`` ends itself: an exception it leaves to the interpreter
+    (and to the plugin's one-line errors, ``memory_nmt/one_line_errors.py``) reaches the test instead."""
+    monkeypatch.setattr(sys, "argv", [str(script), *arguments])
+    returncode = 0
+    try:
+        load_script(script).main()
+    except SystemExit as exited:
+        if isinstance(exited.code, str):
+            print(exited.code, file=sys.stderr)
+        returncode = 1 if isinstance(exited.code, str) else exited.code or 0
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(sys.argv, returncode, captured.out, captured.err)

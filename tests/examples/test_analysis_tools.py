@@ -3,8 +3,8 @@ attention maps (Figures 6-7), the memory-size sweep and the information gain (Fi
 the long-range learning curves by gradient reach.
 
 Position BLEU runs on hand-made fairseq-generate outputs whose per-bucket BLEU is known. The
-sweep finetunes tiny memory models of two sizes from a few-update sentence-level transformer
-on conftest's synthetic corpus, through the real fairseq command lines; the attention maps are
+sweep finetunes tiny memory models of two sizes from conftest's few-update sentence-level
+transformer on its synthetic corpus, through the real fairseq command lines; the attention maps are
 drawn from one of its checkpoints.
 """
 import math
@@ -16,7 +16,7 @@ import torch
 from fairseq import checkpoint_utils
 from sacrebleu.metrics import BLEU
 
-from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, load_script, run, save_checkpoint
+from conftest import REPO, TINY_DIMS, TINY_MODEL, batches, build, load_script, save_checkpoint
 
 ANALYSES = REPO / "examples" / "learn_to_remember"
 bleu_by_position = load_script(ANALYSES / "bleu_by_position.py")
@@ -124,16 +124,6 @@ def test_bleu_by_position_refuses_mismatched_outputs(tmp_path):
 
 
 # --- memory-size sweep -----------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def sentence_checkpoint(data_bin, tmp_path_factory):
-    """A plain transformer of the tiny dimensions after a few updates."""
-    save_dir = tmp_path_factory.mktemp("sentence")
-    run([fairseq_command("fairseq-train"), str(data_bin), "--user-dir", str(PLUGIN),
-         "--task", "translation", "--required-batch-size-multiple", "1", "--arch", "transformer",
-         *TINY_DIMS, "--criterion", "label_smoothed_cross_entropy", *FEW_UPDATES, "--save-dir", str(save_dir)])
-    return save_dir / "checkpoint_last.pt"
-
 
 def sweep_argv(data_bin, checkpoint, workdir):
     return [

@@ -1,13 +1,15 @@
 """The papers' presets (examples/recipes/local_global_paper.sh, amn_paper.sh): the commands their train,
 generate and score steps run carry each paper's settings, and fairseq's parsers take them (the model's
-options checked as fairseq-train checks them). A stand-in for Python records each command and parses
-fairseq's, without reading data or training."""
+options checked as fairseq-train checks them). A stand-in for Python records each command, without
+reading data or training; fairseq's commands are then parsed here, as fairseq-train and fairseq-generate
+parse them."""
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from fairseq import options
 
 from conftest import REPO
 
@@ -16,18 +18,18 @@ STAND_IN = f"""#!{sys.executable}
 import json, sys
 with open(sys.argv[0] + ".log", "a") as log:
     log.write(json.dumps(sys.argv[1:]) + "\\n")
-if sys.argv[1:3] in (["-m", "fairseq_cli.train"], ["-m", "fairseq_cli.generate"]):
-    from fairseq import options
-    parser = options.get_training_parser() if sys.argv[2].endswith("train") else options.get_generation_parser()
-    options.parse_args_and_arch(parser, sys.argv[3:])
-elif sys.argv[1:2] == ["-"]:
+if sys.argv[1:2] == ["-"]:
     sys.stdin.read()
 elif "--save-json" in sys.argv:  # the score step keeps the file document_bleu.py writes
     open(sys.argv[sys.argv.index("--save-json") + 1], "w").close()
 """
+FAIRSEQ_PARSERS = {"fairseq_cli.train": options.get_training_parser,
+                   "fairseq_cli.generate": options.get_generation_parser}
 
 
 def commands_of(preset, tmp_path, **environment):
+    """The commands ``preset``'s train, generate and score steps run, fairseq's each parsed as its
+    command parses it."""
     python = tmp_path / "python"
     python.write_text(STAND_IN)
     python.chmod(0o755)
@@ -36,7 +38,11 @@ def commands_of(preset, tmp_path, **environment):
     done = subprocess.run(["bash", str(RECIPES / preset), "--steps", "train,generate,score"], env=env, cwd=REPO,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return [json.loads(line) for line in (tmp_path / "python.log").read_text().splitlines()]
+    commands = [json.loads(line) for line in (tmp_path / "python.log").read_text().splitlines()]
+    for command in commands:
+        if command[:1] == ["-m"] and command[1] in FAIRSEQ_PARSERS:
+            options.parse_args_and_arch(FAIRSEQ_PARSERS[command[1]](), command[2:])
+    return commands
 
 
 def option(command, name):

@@ -17,6 +17,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from conftest import (
     PLUGIN, REPO, batches, build, check_clis_and_hub_translate_alike, fairseq_command, run, save_checkpoint,
+    script_in_process,
 )
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError, check_options
@@ -209,16 +210,17 @@ def test_nllbs_data_source_tags_follow_the_language_tokens(data_bin, pretrained,
 
 
 
-def test_a_checkpoint_whose_languages_came_from_a_file_takes_the_file(data_bin, pretrained, tmp_path):
+def test_a_checkpoint_whose_languages_came_from_a_file_takes_the_file(data_bin, pretrained, tmp_path, monkeypatch,
+                                                                       capsys):
     """mBART-50's finetuned models read their languages from --lang-dict: checkpoint_options asks for
     the file, and the document task reads the languages from it as translation_multi_simple_epoch does."""
     path = saved_as(pretrained["multilingual"], tmp_path / "from_a_file.pt", langs=None, lang_dict="/gone/langs.txt")
-    command = [sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), path, "--only", "languages"]
-    asked = subprocess.run(command, capture_output=True, text=True)
+    command = [REPO / "scripts" / "checkpoint_options.py", path, "--only", "languages"]
+    asked = script_in_process(monkeypatch, capsys, *command)
     assert asked.returncode != 0 and "--lang-dict /gone/langs.txt: give that file" in asked.stderr
     lang_dict = tmp_path / "langs.txt"
     lang_dict.write_text("en\nde\n", encoding="utf-8")
-    given = subprocess.run([*command, "--lang-dict", str(lang_dict)], capture_output=True, text=True)
+    given = script_in_process(monkeypatch, capsys, *command, "--lang-dict", str(lang_dict))
     assert given.returncode == 0, given.stderr[-2000:]
     languages = given.stdout.split()
     assert languages[:2] == ["--lang-dict", str(lang_dict)] and "--encoder-langtok" in languages
@@ -334,7 +336,8 @@ def test_a_runs_language_options_are_the_checkpoints(data_bin, language_checkpoi
     ("de_fr.txt", "lacks en, which {path} was trained on"),
     ("de_en.txt", "names other languages than {path_file}, which {path} was trained with"),
 ])
-def test_checkpoint_options_check_the_lang_dict_they_are_given(pretrained, tmp_path, lang_dict, says):
+def test_checkpoint_options_check_the_lang_dict_they_are_given(pretrained, tmp_path, monkeypatch, capsys, lang_dict,
+                                                               says):
     """``memory-nmt-checkpoint-options --lang-dict`` exited 0 with a file it could not read, an empty one, or one
     naming other languages than the checkpoint's task named (its pairs) or read (its own file, where it is here)."""
     for name, langs in (("empty.txt", "\n"), ("de_fr.txt", "de\nfr\n"), ("de_en.txt", "de\nen\n"),
@@ -342,8 +345,8 @@ def test_checkpoint_options_check_the_lang_dict_they_are_given(pretrained, tmp_p
         (tmp_path / name).write_text(langs, encoding="utf-8")
     own_file = tmp_path / "en_de.txt" if lang_dict == "de_en.txt" else "/gone/langs.txt"
     path = saved_as(pretrained["multilingual"], tmp_path / "from_a_file.pt", langs=None, lang_dict=str(own_file))
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), path, "--only", "languages",
-                           "--lang-dict", str(tmp_path / lang_dict)], capture_output=True, text=True)
+    done = script_in_process(monkeypatch, capsys, REPO / "scripts" / "checkpoint_options.py", path, "--only",
+                             "languages", "--lang-dict", str(tmp_path / lang_dict))
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == (
         f"checkpoint_options.py: error: --lang-dict {tmp_path / lang_dict}: "
