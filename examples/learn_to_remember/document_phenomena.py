@@ -38,7 +38,10 @@ The checkpoints of --score-epochs are scored on the held-out documents:
 With --probe, each memory variant's last checkpoint is walked over the held-out documents
 (``memory_nmt/evaluation/phenomenon_probe.py``): how well each context word's answer can be told
 from what the memory gives the word (its Output Attention's read there), by layer, phenomenon and
-distance, which says whether the memory does not hold it or holds it unused.
+distance, which says whether the memory does not hold it or holds it unused; and where the memory
+is a queue (``--memory-update queue``), the mean share of the memory each sentence pushed, by what
+a later sentence needs from it (``memory_nmt/evaluation/queue_pushes.py``), which says what the
+queue keeps a slot for.
 
 Printed and kept in WORKDIR/phenomena.txt: what the training documents offer a gradient that
 reaches 1, 3 or 15 sentences back (the share of context words whose need was established, or last
@@ -103,6 +106,7 @@ SHAPE_OPTIONS = ("max_people", "max_pronoun_distance", "choice_words", "switch_r
 SHORT_SEED = 3000  # added to --seed for the short training documents, as SPLIT_SEEDS for a split
 REACHES = (1, 3, 15)  # sentences back: the paper's gradient, a window of 4's longest, a window of 16's
 BUCKETS = ((1, 1, "1"), (2, 9, "2-9"), (10, 29, "10-29"), (30, 99, "30-99"), (100, None, "100+"))
+NOTHING_NEEDED = "nothing"  # a sentence no later context word needs, among those the pushes are counted by
 
 
 def bucket(distance: int) -> str:
@@ -328,20 +332,43 @@ def probe_points(documents, shape: LongDocumentShape):
 
 
 def probed(args, data: Path, checkpoint: Path, documents) -> dict:
-    """``phenomenon_probe.probe`` of a checkpoint, kept beside it."""
+    """``phenomenon_probe.probe`` of a checkpoint ("reads") and, where its memory is a queue, the
+    shares its sentences pushed ("pushes", ``needs_pushed``), kept beside it."""
     path = checkpoint.with_suffix(".probe.json")
     if path.exists():
-        return json.loads(path.read_text(encoding="utf-8"))
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if "reads" in kept:  # one kept before the pushes were counted is probed again
+            return kept
     from memory_nmt.evaluation.memory_attention import load_model
     from memory_nmt.evaluation.phenomenon_probe import probe
+    from memory_nmt.evaluation.queue_pushes import pushes
 
     model, task = load_model(checkpoint, data)
     task.load_dataset("test")
-    found = probe(model, task.dataset("test"), probe_points(documents, args.shape))
-    result = {layer: {f"{phenomenon} {distance}": score for (phenomenon, distance), score in groups.items()}
-              for layer, groups in found.items()}
+    dataset = task.dataset("test")
+    found = probe(model, dataset, probe_points(documents, args.shape))
+    result = {"reads": {layer: {f"{phenomenon} {distance}": score for (phenomenon, distance), score in groups.items()}
+                        for layer, groups in found.items()}}
+    if pushes(model):
+        result["pushes"] = needs_pushed(model, dataset, documents)
     path.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return result
+
+
+def needs_pushed(model, dataset, documents) -> dict:
+    """{memory layer: {what a later sentence needs from a sentence (NEEDS): [the shares it pushed,
+    summed, and the sentences]}} over the held-out documents (``queue_pushes.pushed_shares``)."""
+    from memory_nmt.evaluation.queue_pushes import pushed_shares
+
+    found = {}
+    for number, document in enumerate(documents):
+        needed = {word.sentence - word.distance: word.phenomenon for word in document.context_words}
+        for layer, shares in pushed_shares(model, dataset, number).items():
+            for sentence, share in enumerate(shares):
+                group = found.setdefault(layer, {}).setdefault(needed.get(sentence, NOTHING_NEEDED), [0.0, 0])
+                group[0] += share
+                group[1] += 1
+    return found
 
 
 def format_probes(probes) -> str:
@@ -354,6 +381,18 @@ def format_probes(probes) -> str:
                 cells = [groups.get(f"{phenomenon} {name}") for name in names]
                 lines.append(f"  {variant + ' ' + layer + ' ' + phenomenon:<40}"
                              + "".join(f"{cell(c) if c else '-':>14}" for c in cells))
+    return "\n".join(lines)
+
+
+def format_pushes(pushed) -> str:
+    lines = ["pushed: the mean share of a queue memory a sentence pushed (sentences), by what a later sentence "
+             "needs from it (the topic it sets, the person it introduces, the word choice it makes first, "
+             "the pronoun's noun)"]
+    for variant, layers in pushed.items():
+        for layer, needs in layers.items():
+            lines.append(f"  {variant + ' ' + layer:<24}" + "".join(
+                f"{need} {needs[need][0] / needs[need][1]:.2f} ({needs[need][1]})".rjust(20)
+                for need in (*PHENOMENA, NOTHING_NEEDED) if need in needs))
     return "\n".join(lines)
 
 
@@ -464,7 +503,10 @@ def main(argv=None):
             probes[variant] = probed(args, data, last, documents["test"])
     table = format_corpus(documents, args.shape) + "\n\n" + format_results(results, target_tokens, seconds)
     if probes:
-        table += "\n\n" + format_probes(probes)
+        table += "\n\n" + format_probes({variant: probe["reads"] for variant, probe in probes.items()})
+        pushed = {variant: probe["pushes"] for variant, probe in probes.items() if "pushes" in probe}
+        if pushed:
+            table += "\n\n" + format_pushes(pushed)
     print(table)
     (work / "phenomena.txt").write_text(table + "\n", encoding="utf-8")
     return results

@@ -79,7 +79,7 @@ def test_each_probe_point_names_the_source_token_that_asks_and_the_answer(docume
 
 
 def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
-    argv = ["--workdir", str(tmp_path), "--variants", "", "--variant", "gated=--memory-update gated",
+    argv = ["--workdir", str(tmp_path), "--variants", "", "--variant", "queue=--memory-update queue",
             "--documents", "6", "--test-documents", "3", "--min-sentences", "8", "--max-sentences", "12",
             "--epochs", "1", "--model-args", " ".join(TINY_DIMS), "--max-tokens", "300", "--beam", "1",
             "--generate-args", "--max-len-a 0 --max-len-b 12", "--probe"]
@@ -87,7 +87,7 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
     printed = capsys.readouterr().out
     test = generate_long_documents(3, seed=1 + 2000, min_sentences=8, max_sentences=12)
     counts = Counter(w.phenomenon for d in test for w in d.context_words)
-    assert list(results) == [("gated", 1)]
+    assert list(results) == [("queue", 1)]
     for scores in results.values():
         for kind in ("distance", "gap"):
             assert {p: sum(t for _, t in b.values()) for p, b in scores[kind].items()} == dict(counts)
@@ -95,14 +95,20 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
         assert sum(t for _, t in scores["introduced"].get("title", {}).values()) == first_named > 0
         assert sum(t for _, t in scores["first's title"].get("title", {}).values()) == first_named - sum(
             w.phenomenon == "title" and w.gap == w.distance == w.sentence - 1 for d in test for w in d.context_words)
-    state = json.loads((tmp_path / "gated" / "checkpoints" / "checkpoint1.probe.json").read_text())
-    assert sorted(state) == ["decoder.1", "encoder.1"]
-    assert "gated encoder.1 title" in printed and "\ngated, epoch 1 (" in printed and "own choice kept" in printed
+    state = json.loads((tmp_path / "queue" / "checkpoints" / "checkpoint1.probe.json").read_text())
+    assert sorted(state["reads"]) == sorted(state["pushes"]) == ["decoder.1", "encoder.1"]
+    for needs in state["pushes"].values():  # every sentence but a document's last, once, by what is needed of it
+        assert sum(count for _, count in needs.values()) == sum(len(d.source) - 1 for d in test)
+        assert needs["title"][1] == len({(n, w.sentence - w.distance) for n, d in enumerate(test)
+                                         for w in d.context_words if w.phenomenon == "title"})
+        assert all(0 <= total <= count for total, count in needs.values())
+    assert "queue encoder.1 title" in printed and "\nqueue, epoch 1 (" in printed and "own choice kept" in printed
+    assert "pushed: " in printed and "queue decoder.1" in printed
     assert "title, first named, by person" in printed and "title, later persons" in printed
     from fairseq import checkpoint_utils
 
-    saved = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "gated" / "checkpoints" / "checkpoint1.pt"))
-    assert saved["cfg"]["model"].memory_update == "gated"
+    saved = checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "queue" / "checkpoints" / "checkpoint1.pt"))
+    assert saved["cfg"]["model"].memory_update == "queue"
     capsys.readouterr()
     assert document_phenomena.main(argv) == results  # a rerun trains and scores nothing again
     assert capsys.readouterr().out.count("exists, skipped") == 1
