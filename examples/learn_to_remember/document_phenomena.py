@@ -341,7 +341,7 @@ def probed(args, data: Path, checkpoint: Path, documents) -> dict:
             return kept
     from memory_nmt.evaluation.memory_attention import load_model
     from memory_nmt.evaluation.phenomenon_probe import probe
-    from memory_nmt.evaluation.queue_pushes import pushes
+    from memory_nmt.evaluation.queue_pushes import is_queue
 
     model, task = load_model(checkpoint, data)
     task.load_dataset("test")
@@ -349,15 +349,15 @@ def probed(args, data: Path, checkpoint: Path, documents) -> dict:
     found = probe(model, dataset, probe_points(documents, args.shape))
     result = {"reads": {layer: {f"{phenomenon} {distance}": score for (phenomenon, distance), score in groups.items()}
                         for layer, groups in found.items()}}
-    if pushes(model):
+    if is_queue(model):
         result["pushes"] = needs_pushed(model, dataset, documents)
     path.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return result
 
 
 def needs_pushed(model, dataset, documents) -> dict:
-    """{memory layer: {what a later sentence needs from a sentence (NEEDS): [the shares it pushed,
-    summed, and the sentences]}} over the held-out documents (``queue_pushes.pushed_shares``)."""
+    """{memory layer: {what a later sentence needs from a sentence (a phenomenon, or NOTHING_NEEDED): [the
+    shares it pushed, summed, and the sentences]}} over the held-out documents (``queue_pushes.pushed_shares``)."""
     from memory_nmt.evaluation.queue_pushes import pushed_shares
 
     found = {}

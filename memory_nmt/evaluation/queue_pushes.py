@@ -23,7 +23,7 @@ def pushed_share(before: Tensor, after: Tensor) -> float:
     return float((after[1:] - before[1:]).mul(moved).sum() / moved.pow(2).sum())
 
 
-def pushes(model) -> bool:
+def is_queue(model) -> bool:
     """Whether every memory layer of ``model`` (a ``transformer_recurrent_memory``) is a queue."""
     return all(unit.push_gate is not None for unit in model.memory_units().values())
 

@@ -4,7 +4,7 @@ import torch
 
 from conftest import TINY_MODEL, build
 from memory_nmt.evaluation.memory_attention import AttentionMapError
-from memory_nmt.evaluation.queue_pushes import pushed_shares, pushes
+from memory_nmt.evaluation.queue_pushes import is_queue, pushed_shares
 
 
 def test_the_share_a_sentence_pushed_is_read_off_the_memory_it_read_and_the_next_one_reads(data_bin):
@@ -20,7 +20,7 @@ def test_the_share_a_sentence_pushed_is_read_off_the_memory_it_read_and_the_next
         for name, unit in queue.memory_units().items():
             unit.push_gate.weight.zero_()
             unit.push_gate.bias.fill_(biases[name])
-    assert pushes(queue)
+    assert is_queue(queue)
     for document in (0, 1):
         shares = pushed_shares(queue, dataset, document)
         assert sorted(shares) == ["decoder.1", "encoder.1"]
@@ -28,6 +28,6 @@ def test_the_share_a_sentence_pushed_is_read_off_the_memory_it_read_and_the_next
             assert len(found) == dataset.documents[document].length - 1 > 0
             assert found == pytest.approx([torch.sigmoid(torch.tensor(biases[name])).item()] * len(found), abs=1e-4)
     _, paper, _, _ = build(data_bin, *TINY_MODEL)
-    assert not pushes(paper)
+    assert not is_queue(paper)
     with pytest.raises(AttentionMapError, match="decoder.1, encoder.1 do not push"):
         pushed_shares(paper, dataset, 0)
