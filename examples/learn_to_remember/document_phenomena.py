@@ -386,8 +386,8 @@ def format_probes(probes) -> str:
 
 def format_pushes(pushed) -> str:
     lines = ["pushed: the mean share of a queue memory a sentence pushed (sentences), by what a later sentence "
-             "needs from it (the topic it sets, the person it introduces, the word choice it makes first, "
-             "the pronoun's noun)"]
+             "needs from it (the pronoun's noun, the topic it sets, the person it introduces, the word choice it "
+             "makes first; nothing: fillers and what no later sentence uses)"]
     for variant, layers in pushed.items():
         for layer, needs in layers.items():
             lines.append(f"  {variant + ' ' + layer:<24}" + "".join(

@@ -17,8 +17,9 @@ from .memory_attention import AttentionMapError, teacher_forced_carries
 
 
 def pushed_share(before: Tensor, after: Tensor) -> float:
-    """The share a queue write pushed, from the memory before and after it (slots x C); NaN
-    where the memory before it has equal neighbouring slots, whose moving back changes nothing."""
+    """The share a queue write pushed, from the memory before and after it (slots x C, two slots or
+    more); NaN where every slot of the memory before it equals the one before it, so that moving
+    them back changes nothing."""
     moved = before[:-1] - before[1:]
     return float((after[1:] - before[1:]).mul(moved).sum() / moved.pow(2).sum())
 
@@ -36,6 +37,9 @@ def pushed_shares(model, dataset, document: int) -> Dict[str, List[float]]:
     if others:
         raise AttentionMapError(f"memory layers {', '.join(others)} do not push: only a model trained with "
                                 "--memory-update queue has shares pushed to show")
+    if any(unit.memory_size < 2 for unit in units.values()):
+        raise AttentionMapError("a queue of one slot moves nothing back, so what it pushed cannot be read off "
+                                "its memory: probe a model trained with --memory-size 2 or more")
     walked = dataset.documents[document]
     sentences = range(walked.first, walked.first + walked.length)
     carries = [carry for _, carry in teacher_forced_carries(model, dataset, sentences)]

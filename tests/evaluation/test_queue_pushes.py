@@ -2,32 +2,51 @@
 import pytest
 import torch
 
-from conftest import TINY_MODEL, build
-from memory_nmt.evaluation.memory_attention import AttentionMapError
-from memory_nmt.evaluation.queue_pushes import is_queue, pushed_shares
+from conftest import TINY_DIMS, TINY_MODEL, build
+from memory_nmt.evaluation.memory_attention import AttentionMapError, teacher_forced_carries
+from memory_nmt.evaluation.queue_pushes import is_queue, pushed_share, pushed_shares
 
 
 def test_the_share_a_sentence_pushed_is_read_off_the_memory_it_read_and_the_next_one_reads(data_bin):
-    """Each layer's gate held at its own share (the encoder's open by sigmoid(0.7), the decoder's by
-    sigmoid(-2)): every sentence of a document but its last is read as having pushed its layer's
-    share; a model whose memory does not push is refused, naming its layers."""
+    """With gates whose shares vary with the sentence, share i is what writing sentence i's own states
+    into the memory it read pushes; the encoder's gate held at sigmoid(0.7) and the decoder's at
+    sigmoid(-2), every sentence of a document but its last is read as having pushed its layer's share.
+    A model whose memory does not push, or pushes into one slot, is refused."""
     task, queue, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue")
     task.load_dataset("test")
     dataset = task.dataset("test")
     queue.eval()
+    with torch.no_grad():
+        for unit in queue.memory_units().values():
+            unit.push_gate.weight.normal_(0.0, 0.2)
+    longest = max(range(len(dataset.documents)), key=lambda number: dataset.documents[number].length)
+    document = dataset.documents[longest]
+    carries = [carry for _, carry in teacher_forced_carries(
+        queue, dataset, range(document.first, document.first + document.length))]
+    built = pushed_shares(queue, dataset, longest)
+    for name, unit in queue.memory_units().items():
+        with torch.no_grad():
+            own = [pushed_share(carry.memory[name][:, 0],
+                                unit.write(carry.memory[name], carry.states[name], carry.padding_mask[name])[:, 0])
+                   for carry in carries[:-1]]
+        assert built[name] == pytest.approx(own, abs=1e-5) and max(own) - min(own) > 0.01, name
     biases = {"encoder.1": 0.7, "decoder.1": -2.0}
     with torch.no_grad():
         for name, unit in queue.memory_units().items():
             unit.push_gate.weight.zero_()
             unit.push_gate.bias.fill_(biases[name])
     assert is_queue(queue)
-    for document in (0, 1):
-        shares = pushed_shares(queue, dataset, document)
+    for number in (0, 1):
+        shares = pushed_shares(queue, dataset, number)
         assert sorted(shares) == ["decoder.1", "encoder.1"]
         for name, found in shares.items():
-            assert len(found) == dataset.documents[document].length - 1 > 0
+            assert len(found) == dataset.documents[number].length - 1 > 0
             assert found == pytest.approx([torch.sigmoid(torch.tensor(biases[name])).item()] * len(found), abs=1e-4)
     _, paper, _, _ = build(data_bin, *TINY_MODEL)
     assert not is_queue(paper)
     with pytest.raises(AttentionMapError, match="decoder.1, encoder.1 do not push"):
         pushed_shares(paper, dataset, 0)
+    _, one_slot, _, _ = build(data_bin, "--arch", "transformer_recurrent_memory_small", *TINY_DIMS,
+                              "--memory-size", "1", "--memory-update", "queue")
+    with pytest.raises(AttentionMapError, match="--memory-size 2 or more"):
+        pushed_shares(one_slot.eval(), dataset, 0)

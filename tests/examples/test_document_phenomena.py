@@ -1,6 +1,7 @@
 """Tests of examples/learn_to_remember/document_phenomena.py: long documents scored by phenomenon and
 distance, the model's own word choices read from its translation, and the memory probe."""
 import json
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -103,7 +104,10 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
                                          for w in d.context_words if w.phenomenon == "title"})
         assert all(0 <= total <= count for total, count in needs.values())
     assert "queue encoder.1 title" in printed and "\nqueue, epoch 1 (" in printed and "own choice kept" in printed
-    assert "pushed: " in printed and "queue decoder.1" in printed
+    pushed = printed[printed.index("\npushed: "):]
+    for layer in ("encoder.1", "decoder.1"):
+        assert re.search(rf"^  queue {re.escape(layer)} +.*title \d\.\d\d \(\d+\).*nothing \d\.\d\d \(\d+\)$", pushed,
+                         re.M), pushed
     assert "title, first named, by person" in printed and "title, later persons" in printed
     from fairseq import checkpoint_utils
 
