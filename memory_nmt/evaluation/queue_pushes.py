@@ -20,6 +20,7 @@ def pushed_share(before: Tensor, after: Tensor) -> float:
     """The share a queue write pushed, from the memory before and after it (slots x C, two slots or
     more); NaN where every slot of the memory before it equals the one before it, so that moving
     them back changes nothing."""
+    before, after = before.detach(), after.detach()  # the first sentence's memory is the initial parameter
     moved = before[:-1] - before[1:]
     return float((after[1:] - before[1:]).mul(moved).sum() / moved.pow(2).sum())
 
