@@ -270,7 +270,7 @@ def first_choices(documents: List[SyntheticDocument], hypotheses: List[List[str]
             pair = translation_pair(word)
             if pair in firsts:
                 continue
-            first_use = word.sentence - word.distance
+            first_use = word.cue_sentence
             tokens = set(hypothesis[first_use].split())
             firsts[pair] = next((translation for translation in pair if translation in tokens), None)
         choices.append(firsts)

@@ -180,6 +180,11 @@ class ContextWord:
     distance: int  # sentences back to the cue (antecedent noun, or the topic sentence 0)
     gap: Optional[int] = None  # sentences back to the nearest earlier cue, where another than ``distance``'s
 
+    @property
+    def cue_sentence(self) -> int:
+        """The index of the sentence ``distance`` back: the one that established what the word needs."""
+        return self.sentence - self.distance
+
 
 @dataclass
 class SyntheticDocument:

@@ -221,7 +221,7 @@ def groups(document, word) -> dict:
     document gets "same" right and "other" wrong; one that keeps a title a person gets both."""
     found = {"distance": bucket(word.distance), "gap": bucket(word.gap)}
     if word.phenomenon == "title" and word.gap == word.distance:
-        place = word.sentence - word.distance
+        place = word.cue_sentence
         found["introduced"] = str(place)
         if place > 1:
             first = next(token for token in document.source[1].split() if token in TITLES)
@@ -362,7 +362,7 @@ def needs_pushed(model, dataset, documents) -> dict:
 
     found = {}
     for number, document in enumerate(documents):
-        needed = {word.sentence - word.distance: word.phenomenon for word in document.context_words}
+        needed = {word.cue_sentence: word.phenomenon for word in document.context_words}
         for layer, shares in pushed_shares(model, dataset, number).items():
             for sentence, share in enumerate(shares):
                 group = found.setdefault(layer, {}).setdefault(needed.get(sentence, NOTHING_NEEDED), [0.0, 0])
