@@ -242,6 +242,51 @@ def test_a_queue_pushes_one_new_slot_a_sentence_in_the_share_its_gate_opens_and_
     assert not torch.allclose(new[0], memory[0], atol=1e-2)
 
 
+def test_an_addressed_write_replaces_the_slot_its_address_points_to_and_keeps_the_others(data_bin):
+    """--memory-update addressed: the queue's new slot replaces each slot in its share of a softmax
+    over the slots and a null option. Slot 1 is the one not worth keeping (its retain score is far
+    below the others'): it becomes the new slot and slots 0, 2, 3 are kept exactly; with every slot
+    worth keeping the null option wins and nothing is written; with the retain scores equal and
+    slot 2's key matching the new slot's query, slot 2 is the one replaced."""
+    _, paper, _, _ = build(data_bin, *TINY_MODEL)
+    _, addressed, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "addressed")
+    added = {name for name in addressed.state_dict() if name not in paper.state_dict()}
+    assert {name.split(".memory.")[-1] for name in added} == {
+        "push_query", "address_query.weight", "address_query.bias", "address_key.weight", "address_key.bias",
+        "retain.weight", "retain.bias"}
+    unit = addressed.memory_units()["decoder.1"].eval()
+    channels = unit.initial_memory.size(1)
+    memory, states = torch.randn(4, 3, channels), torch.randn(5, 3, channels)
+    memory[..., 0] = 1.0
+    memory[1, :, 0] = -1.0
+    with torch.no_grad():
+        address_query, unit.address_query = unit.address_query, None
+        new = unit.write(memory, states, None)  # the new slot alone
+        unit.address_query = address_query
+        address_query.weight.zero_()
+        address_query.bias.zero_()
+        unit.retain.weight.zero_()
+        unit.retain.weight[0, 0] = 100.0
+        unit.retain.bias.zero_()
+        one_replaced = unit.write(memory, states, None)
+        unit.retain.bias.fill_(200.0)
+        nothing = unit.write(memory, states, None)
+        unit.retain.weight.zero_()
+        unit.retain.bias.zero_()
+        address_query.bias.fill_(1.0)
+        unit.address_key.weight.zero_()
+        unit.address_key.bias.zero_()
+        unit.address_key.weight[:, 1] = 100.0  # a slot's key follows its feature 1
+        keyed = memory.clone()
+        keyed[:, :, 1] = -1.0
+        keyed[2, :, 1] = 1.0
+        matched = unit.write(keyed, states, None)
+    assert new.shape == (1, 3, channels)
+    assert torch.allclose(one_replaced[1], new[0]) and torch.allclose(one_replaced[[0, 2, 3]], memory[[0, 2, 3]])
+    assert torch.allclose(nothing, memory)
+    assert torch.allclose(matched[2], new[0]) and torch.allclose(matched[[0, 1, 3]], keyed[[0, 1, 3]])
+
+
 def test_competing_slots_keep_a_slot_no_token_chooses_and_rewrite_the_one_every_token_chooses(data_bin):
     """--memory-update competitive: each token's attention is a softmax over the slots and a null
     query; a slot is rewritten in the share of a token it receives. Slot 0's query matches every

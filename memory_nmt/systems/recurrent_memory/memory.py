@@ -28,6 +28,13 @@ in decoding, see ``carry.py``) passes in and gets back:
   [new; M[:-1]] + (1 - p) * M``, ``p = sigmoid(w . new + b)``, ``b`` starting at ``GATE_BIAS``.
   Every sentence that is pushed keeps a slot of its own, so the slots hold several sentences side
   by side rather than one mix of them, and a sentence the gate closes on moves nothing;
+- with ``--memory-update addressed`` (not in the paper), the sentence's new slot, made as the
+  queue's is, is written into the slots in the shares ``a`` of a softmax over the slots and a
+  null option that writes nowhere: ``M'_i = a_i * new + (1 - a_i) * M_i``, ``a_i`` from how well
+  the new slot's address matches slot i's (``address_query(new) . address_key(M_i) / sqrt(C)``)
+  less slot i's learned worth of keeping (``retain(M_i)``), the null option's score 0. A sentence
+  replaces a slot holding the same kind of thing, or one not worth keeping, or nothing; unlike the
+  queue's, every write is trained by what it overwrites, not only by what falls off the end;
 - ``read(states, memory)``: Output Attention, ``h~ = MHA(h, M, M)``, which the layer adds to
   its residual stream (``layers.py``). Its output projection starts at zero, so a model built
   from a sentence-level transformer's weights computes exactly that transformer until
@@ -46,8 +53,9 @@ from torch import Tensor, nn
 
 from ..context_parameters import tag_context_parameters
 
-# the paper's; with a gate; slots competing for tokens; a new slot a sentence, pushed in front
-MEMORY_UPDATES = ("attention", "gated", "competitive", "queue")
+# the paper's; with a gate; slots competing for tokens; a new slot a sentence, pushed in front or
+# written where its address points
+MEMORY_UPDATES = ("attention", "gated", "competitive", "queue", "addressed")
 GATE_BIAS = -1.0  # sigmoid(-1) = 0.27: the share of a slot a sentence rewrites before training
 NOTHING_RECEIVED = 1e-4  # the least a slot's received share is divided by, in the mean of its values
 
@@ -103,11 +111,17 @@ class RecurrentMemory(nn.Module):
         head_dim = embed_dim // attention_heads
         self.null_query = nn.Parameter(torch.zeros(attention_heads, head_dim)) if update == "competitive" else None
         self.push_query = self.push_gate = None
-        if update == "queue":
+        if update in ("queue", "addressed"):
             self.push_query = nn.Parameter(torch.empty(1, embed_dim))
             nn.init.normal_(self.push_query, mean=0.0, std=embed_dim**-0.5)
+        if update == "queue":
             self.push_gate = nn.Linear(embed_dim, 1)
             nn.init.constant_(self.push_gate.bias, GATE_BIAS)
+        self.address_query = self.address_key = self.retain = None
+        if update == "addressed":
+            self.address_query = nn.Linear(embed_dim, embed_dim)
+            self.address_key = nn.Linear(embed_dim, embed_dim)
+            self.retain = nn.Linear(embed_dim, 1)
         tag_context_parameters(self)
 
     @property
@@ -124,7 +138,7 @@ class RecurrentMemory(nn.Module):
         """Update Attention: the memory after a sentence whose states are ``states`` (T x B x C).
 
         Returns the new memory, and the attention of each slot over the tokens
-        (B x slots x T, averaged over heads; with ``queue``, the new slot's: B x 1 x T) when
+        (B x slots x T, averaged over heads; with ``queue`` or ``addressed``, the new slot's: B x 1 x T) when
         ``need_weights``.
         """
         if self.push_query is None:
@@ -148,9 +162,20 @@ class RecurrentMemory(nn.Module):
         elif self.push_gate is not None:
             share = torch.sigmoid(self.push_gate(written))
             written = torch.cat([written, memory[:-1]])
+        elif self.address_query is not None:
+            share = self.address(memory, written)
         if share is not None:  # the memory takes the written share and keeps the rest
             written = share * written + (1 - share) * memory
         return (written, weights) if need_weights else written
+
+    def address(self, memory: Tensor, new: Tensor) -> Tensor:
+        """The share of each slot that the new slot (1 x B x C) replaces (slots x B x 1): a softmax
+        over the slots and a null option scored 0, a slot scored by how well its key matches the
+        new slot's query, less its own learned worth of keeping."""
+        matched = (self.address_key(memory) * self.address_query(new)).sum(-1) / memory.size(-1) ** 0.5
+        scores = matched - self.retain(memory).squeeze(-1)
+        with_null = torch.cat([scores, scores.new_zeros(1, scores.size(1))])
+        return utils.softmax(with_null, dim=0).type_as(scores)[:-1].unsqueeze(-1)
 
     def compete(self, query: Tensor, states: Tensor, padding_mask: Optional[Tensor], need_weights: bool):
         """The slots competing for the tokens, with the Update Attention's projections: what each

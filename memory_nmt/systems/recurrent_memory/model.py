@@ -374,7 +374,9 @@ class RecurrentMemoryOptions(SystemOptions):
                   "the slots and a slot that writes nowhere), each rewritten in the share of a token it receives "
                   "and kept otherwise; 'queue' (not in the paper), one new slot a sentence (a learned query's "
                   "Update Attention over it) pushed in front of the others in the share a learned gate gives it, "
-                  "the others moving one place back"},
+                  "the others moving one place back; 'addressed' (not in the paper), the same new slot written "
+                  "into the slots in the shares of a softmax over them and a null option, a slot's score being how "
+                  "well its learned key matches the new slot's query less its learned worth of keeping"},
     )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
         default="stopped",
