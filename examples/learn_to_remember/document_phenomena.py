@@ -41,7 +41,8 @@ from what the memory gives the word (its Output Attention's read there), by laye
 distance, which says whether the memory does not hold it or holds it unused; and where the memory
 is a queue (``--memory-update queue``), the mean share of the memory each sentence pushed, by what
 a later sentence needs from it (``memory_nmt/evaluation/queue_pushes.py``), which says what the
-queue keeps a slot for.
+queue keeps a slot for, and the mean share of a context word's read that falls on the slot holding
+what its cue sentence pushed, which says whether the read finds it there.
 
 Printed and kept in WORKDIR/phenomena.txt: what the training documents offer a gradient that
 reaches 1, 3 or 15 sentences back (the share of context words whose need was established, or last
@@ -327,32 +328,40 @@ def probe_points(documents, shape: LongDocumentShape):
             else:
                 answer = word.correct
             points.append(ProbePoint(number, word.sentence, token, word.correct, answer,
-                                     (word.phenomenon, bucket(word.distance))))
+                                     (word.phenomenon, bucket(word.distance)), word.cue_sentence))
     return points
 
 
 def probed(args, data: Path, checkpoint: Path, documents) -> dict:
     """``phenomenon_probe.probe`` of a checkpoint ("reads") and, where its memory is a queue, the
-    shares its sentences pushed ("pushes", ``needs_pushed``), kept beside it."""
+    shares its sentences pushed ("pushes", ``needs_pushed``) and the share of a context word's read
+    on its cue sentence's slot ("found", ``queue_pushes.cue_slot_reads``), kept beside it."""
     path = checkpoint.with_suffix(".probe.json")
     if path.exists():
         kept = json.loads(path.read_text(encoding="utf-8"))
-        if "reads" in kept:  # one kept before the pushes were counted is probed again
+        if "reads" in kept and ("pushes" in kept) == ("found" in kept):  # one kept before is probed again
             return kept
     from memory_nmt.evaluation.memory_attention import load_model
     from memory_nmt.evaluation.phenomenon_probe import probe
-    from memory_nmt.evaluation.queue_pushes import is_queue
+    from memory_nmt.evaluation.queue_pushes import cue_slot_reads, is_queue
 
     model, task = load_model(checkpoint, data)
     task.load_dataset("test")
     dataset = task.dataset("test")
-    found = probe(model, dataset, probe_points(documents, args.shape))
-    result = {"reads": {layer: {f"{phenomenon} {distance}": score for (phenomenon, distance), score in groups.items()}
-                        for layer, groups in found.items()}}
+    points = probe_points(documents, args.shape)
+    found = probe(model, dataset, points)
+    result = {"reads": by_group_name(found)}
     if is_queue(model):
         result["pushes"] = needs_pushed(model, dataset, documents)
+        result["found"] = by_group_name(cue_slot_reads(model, dataset, points))
     path.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return result
+
+
+def by_group_name(layers) -> dict:
+    """{layer: {(phenomenon, distance bucket): figures}} keyed "phenomenon bucket", as JSON keeps it."""
+    return {layer: {f"{phenomenon} {distance}": figures for (phenomenon, distance), figures in groups.items()}
+            for layer, groups in layers.items()}
 
 
 def needs_pushed(model, dataset, documents) -> dict:
@@ -393,6 +402,19 @@ def format_pushes(pushed) -> str:
             lines.append(f"  {variant + ' ' + layer:<24}" + "".join(
                 f"{need} {needs[need][0] / needs[need][1]:.2f} ({needs[need][1]})".rjust(20)
                 for need in (*PHENOMENA, NOTHING_NEEDED) if need in needs))
+    return "\n".join(lines)
+
+
+def format_found(found) -> str:
+    names = [name for _, _, name in BUCKETS]
+    lines = ["found: the mean share of a queue memory's read at a context word that falls on the slot holding "
+             "what its cue sentence pushed (words; uniform over the slots: one over their number)"]
+    for variant, layers in found.items():
+        for layer, groups in layers.items():
+            for phenomenon in PHENOMENA:
+                cells = [groups.get(f"{phenomenon} {name}") for name in names]
+                lines.append(f"  {variant + ' ' + layer + ' ' + phenomenon:<40}"
+                             + "".join(f"{f'{c[0] / c[1]:.2f} ({c[1]})' if c else '-':>14}" for c in cells))
     return "\n".join(lines)
 
 
@@ -507,6 +529,8 @@ def main(argv=None):
         pushed = {variant: probe["pushes"] for variant, probe in probes.items() if "pushes" in probe}
         if pushed:
             table += "\n\n" + format_pushes(pushed)
+            table += "\n\n" + format_found({variant: probe["found"] for variant, probe in probes.items()
+                                             if "found" in probe})
     print(table)
     (work / "phenomena.txt").write_text(table + "\n", encoding="utf-8")
     return results

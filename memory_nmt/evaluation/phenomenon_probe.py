@@ -34,6 +34,7 @@ class ProbePoint:
     target_word: str
     answer: str
     group: Tuple[str, str]  # (phenomenon, distance bucket)
+    cue_sentence: int  # the sentence that established the answer
 
 
 def position(tokens: torch.Tensor, token: int, what: str) -> int:
@@ -43,11 +44,22 @@ def position(tokens: torch.Tensor, token: int, what: str) -> int:
     return int(found[0])
 
 
+def positions(sample, dataset, point: ProbePoint) -> Dict[str, int]:
+    """Where each side reads for ``point`` in its sentence's ``sample``: the source token that asks
+    for it ("encoder") and the target word ("decoder")."""
+    where = f"document {point.document}, sentence {point.sentence}"
+    return {
+        "encoder": position(sample["net_input"]["src_tokens"][0], dataset.pairs.src_dict.index(point.source_token),
+                            f"{where}: {point.source_token!r}"),
+        "decoder": position(sample["target"][0], dataset.pairs.tgt_dict.index(point.target_word),
+                            f"{where}: {point.target_word!r}"),
+    }
+
+
 def probe(model, dataset, points: Sequence[ProbePoint]) -> Dict[str, Dict[Tuple[str, str], tuple]]:
     """``{layer: {group: (right, total)}}`` of telling each point's answer from the memory's read
     at its position, in ``dataset`` (a ``DocumentDataset``) whose documents the points number."""
     units = model.memory_units()
-    source, target = dataset.pairs.src_dict, dataset.pairs.tgt_dict
     by_document: Dict[int, List[ProbePoint]] = defaultdict(list)
     for point in points:
         by_document[point.document].append(point)
@@ -57,15 +69,9 @@ def probe(model, dataset, points: Sequence[ProbePoint]) -> Dict[str, Dict[Tuple[
         carries = teacher_forced_carries(model, dataset, range(document.first, document.first + document.length))
         for point in document_points:
             sample, carry = carries[point.sentence]
-            where = f"document {number}, sentence {point.sentence}"
-            positions = {
-                "encoder": position(sample["net_input"]["src_tokens"][0], source.index(point.source_token),
-                                    f"{where}: {point.source_token!r}"),
-                "decoder": position(sample["target"][0], target.index(point.target_word),
-                                    f"{where}: {point.target_word!r}"),
-            }
+            at_side = positions(sample, dataset, point)
             for name, unit in units.items():
-                at = positions[name.split(".")[0]]
+                at = at_side[name.split(".")[0]]
                 with torch.no_grad():
                     read = unit.read(carry.states[name][at:at + 1, :1], carry.memory[name][:, :1])
                 reads[name, point.group].append((number, point.answer, read.flatten()))

@@ -1,10 +1,12 @@
-"""queue_pushes: the share of a queue memory each sentence pushed, read off the memory it carries on."""
+"""queue_pushes: the share of a queue memory each sentence pushed, read off the memory it carries on, and
+the share of a later read on the slot a sentence pushed."""
 import pytest
 import torch
 
 from conftest import TINY_DIMS, TINY_MODEL, build
 from memory_nmt.evaluation.memory_attention import AttentionMapError, teacher_forced_carries
-from memory_nmt.evaluation.queue_pushes import is_queue, pushed_share, pushed_shares
+from memory_nmt.evaluation.phenomenon_probe import ProbePoint
+from memory_nmt.evaluation.queue_pushes import cue_slot_reads, is_queue, pushed_share, pushed_shares
 
 
 def test_the_share_a_sentence_pushed_is_read_off_the_memory_it_read_and_the_next_one_reads(data_bin):
@@ -50,3 +52,44 @@ def test_the_share_a_sentence_pushed_is_read_off_the_memory_it_read_and_the_next
                               "--memory-size", "1", "--memory-update", "queue")
     with pytest.raises(AttentionMapError, match="--memory-size 2 or more"):
         pushed_shares(one_slot.eval(), dataset, 0)
+
+
+def test_the_read_on_a_cue_sentences_slot_follows_the_slot_back_as_later_sentences_push(data_bin):
+    """Every gate held open, each sentence takes the front slot and moves the others back one: what
+    sentence 0 pushed is in slot s - 1 of the memory sentence s reads, and the share a point's read at
+    its first source (encoder) and target (decoder) token gives that slot is what each layer's Output
+    Attention gives it there. A point whose cue is its own sentence is left out; a model whose memory
+    does not push is refused."""
+    task, queue, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue")
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    queue.eval()
+    with torch.no_grad():
+        for unit in queue.memory_units().values():
+            unit.push_gate.weight.zero_()
+            unit.push_gate.bias.fill_(100.0)
+    number = max(range(len(dataset.documents)), key=lambda n: dataset.documents[n].length)
+    document = dataset.documents[number]
+    assert document.length >= 4
+    carries = teacher_forced_carries(queue, dataset, range(document.first, document.first + document.length))
+    points, expected = [], {name: [0.0, 0] for name in queue.memory_units()}
+    for sentence in (1, 2, 3, 2):
+        sample, carry = carries[sentence]
+        source, target = sample["net_input"]["src_tokens"][0], sample["target"][0]
+        points.append(ProbePoint(number, sentence, dataset.pairs.src_dict[source[0]], dataset.pairs.tgt_dict[target[0]],
+                                 "answer", ("title", "2-9"), 0))
+        for name, unit in queue.memory_units().items():
+            memory = carry.memory[name][:, :1]
+            with torch.no_grad():
+                _, weights = unit.read_attn(carry.states[name][:1, :1], memory, memory, need_weights=True)
+            expected[name][0] += float(weights[0, 0, sentence - 1])
+            expected[name][1] += 1
+    points.append(ProbePoint(number, 2, points[0].source_token, points[0].target_word, "answer", ("title", "1"), 2))
+    found = cue_slot_reads(queue, dataset, points)
+    for name, (total, count) in expected.items():
+        assert list(found[name]) == [("title", "2-9")]
+        assert found[name][("title", "2-9")][1] == count == 4
+        assert found[name][("title", "2-9")][0] == pytest.approx(total, abs=1e-6)
+    _, paper, _, _ = build(data_bin, *TINY_MODEL)
+    with pytest.raises(AttentionMapError, match="do not push"):
+        cue_slot_reads(paper, dataset, points)

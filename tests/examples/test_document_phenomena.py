@@ -65,6 +65,7 @@ def test_each_probe_point_names_the_source_token_that_asks_and_the_answer(docume
     for point, (number, word) in zip(points, words):
         source = documents[number].source[word.sentence].split()
         assert (point.document, point.sentence, point.target_word) == (number, word.sentence, word.correct)
+        assert point.cue_sentence == word.sentence - word.distance
         assert point.source_token in source and point.group == (word.phenomenon,
                                                                 document_phenomena.bucket(word.distance))
         if word.phenomenon == "title":
@@ -108,6 +109,13 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
     for layer in ("encoder.1", "decoder.1"):
         assert re.search(rf"^  queue {re.escape(layer)} +.*title \d\.\d\d \(\d+\).*nothing \d\.\d\d \(\d+\)$", pushed,
                          re.M), pushed
+    words = Counter((w.phenomenon, document_phenomena.bucket(w.distance)) for d in test for w in d.context_words)
+    for layer, groups in state["found"].items():  # every context word once, its read's share on its cue's slot
+        assert {tuple(group.split()): count for group, (_, count) in groups.items()} == words, layer
+        assert all(0 <= total <= count for total, count in groups.values())
+    found = printed[printed.index("\nfound: "):]
+    for layer in ("encoder.1", "decoder.1"):
+        assert re.search(rf"^  queue {re.escape(layer)} title +.*\d\.\d\d \(\d+\)", found, re.M), found
     assert "title, first named, by person" in printed and "title, later persons" in printed
     from fairseq import checkpoint_utils
 
