@@ -8,6 +8,9 @@ decoding, the stock CLIs and the hub alike).
 The tests are grouped as the code is: ``pipeline/`` (the document machinery, the stock CLIs, the
 package's imports), ``systems/`` (what makes each system itself, and adding one) and ``tools/``
 (the commands, the recipes and the paper's analyses)."""
+import copy
+import functools
+import logging
 import os
 import re
 import shutil
@@ -48,6 +51,7 @@ MEMORY_TRAIN = [  # fairseq-train options of the memory model's CLI tests
     "--max-tokens", "200", "--optimization-window", "1-3", "--cpu", "--seed", "1",
     "--log-format", "simple", "--log-interval", "1", "--no-epoch-checkpoints",
 ]
+MEMORY_RUN = [*MEMORY_TRAIN, "--dropout", "0.2", "--save-interval-updates", "2"]  # memory_run's options
 SENTENCE_TRAIN = [
     *COMMON, "--task", "translation", "--required-batch-size-multiple", "1",
     "--arch", "transformer", *TINY_DIMS, "--criterion", "label_smoothed_cross_entropy",
@@ -71,7 +75,8 @@ share_cores_between_workers()
 
 
 FAST_MODULES = (  # the quick tier (pytest -m fast, under a minute): options, data, batching, documents
-    "test_option_ranges.py", "test_data.py", "test_packing.py", "test_package_imports.py", "test_docs_links.py",
+    "test_option_ranges.py", "test_system_option_ranges.py", "test_data.py", "test_packing.py",
+    "test_package_imports.py", "test_docs_links.py",
     "test_paths.py", "test_document_bleu.py", "test_document_index.py", "test_synthetic.py",
     "test_prepare_documents.py", "test_system_contract.py",
 )
@@ -99,6 +104,23 @@ def run(command, cwd=None):
     result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
     assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result
+
+
+def preprocess(*arguments):
+    """``fairseq-preprocess arguments``, run by its own ``main`` in this process (which has imported
+    fairseq already, as a fresh process would take seconds to); the log file it opens in its
+    destination folder is closed after."""
+    from fairseq import options
+    from fairseq_cli import preprocess as fairseq_preprocess
+
+    logger = logging.getLogger(fairseq_preprocess.__name__)
+    handlers = list(logger.handlers)
+    try:
+        fairseq_preprocess.main(options.get_preprocessing_parser().parse_args(list(arguments)))
+    finally:
+        for handler in logger.handlers[len(handlers):]:
+            logger.removeHandler(handler)
+            handler.close()
 
 
 def built_once(tmp_path_factory, name, build):
@@ -129,12 +151,12 @@ def write_corpus(root):
             synthetic_documents.generate_documents(count, seed=seed, min_sentences=2, max_sentences=6),
             str(root / "raw" / split),
         )
-    run([
-        fairseq_command("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
+    preprocess(
+        "--source-lang", "en", "--target-lang", "de",
         "--trainpref", str(root / "raw" / "train.flat"), "--validpref", str(root / "raw" / "valid.flat"),
         "--testpref", str(root / "raw" / "test.flat"), "--destdir", str(root / "bin"),
         "--joined-dictionary", "--workers", "1",
-    ])
+    )
     for split in ("train", "valid", "test"):
         shutil.copy(root / "raw" / f"{split}.docids", root / "bin" / f"{split}.en-de.docids")
 
@@ -152,6 +174,20 @@ def sentence_checkpoint(data_bin, tmp_path_factory):
         run([fairseq_command("fairseq-train"), str(data_bin), *SENTENCE_TRAIN, "--save-dir", str(save_dir)])
 
     return built_once(tmp_path_factory, "sentence", train) / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="session")
+def memory_run(data_bin, tmp_path_factory):
+    """The memory model trained by fairseq-train for 4 updates, with MEMORY_RUN's options (dropout on, a
+    checkpoint every 2 updates): (its --save-dir, its log). A test that goes on with the run goes on
+    in a copy of the folder."""
+    def train(save_dir):
+        result = run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_RUN, "--save-dir", str(save_dir),
+                      "--max-update", "4"])
+        (save_dir / "train.log").write_text(result.stdout + result.stderr)
+
+    save_dir = built_once(tmp_path_factory, "memory_run", train)
+    return save_dir, (save_dir / "train.log").read_text()
 
 
 @pytest.fixture(scope="session")
@@ -255,9 +291,9 @@ def write_spm_checkpoint(root):
     prepare_documents.main(["--format", "blank-lines", "--source", str(root / "documents.en"),
                             "--target", str(root / "documents.de"), "--source-lang", "en", "--target-lang", "de",
                             "--output-prefix", str(root / "pieces"), "--spm-model", str(model)])
-    run([fairseq_command("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
-         "--trainpref", str(root / "pieces"), "--testpref", str(root / "pieces"), "--destdir", str(root / "bin"),
-         "--joined-dictionary", "--workers", "1"])
+    preprocess("--source-lang", "en", "--target-lang", "de",
+               "--trainpref", str(root / "pieces"), "--testpref", str(root / "pieces"), "--destdir", str(root / "bin"),
+               "--joined-dictionary", "--workers", "1")
     shutil.copy(root / "pieces.docids", root / "bin" / "test.en-de.docids")
     _, transformer, _, cfg = build(root / "bin", "--arch", "transformer", *TINY_DIMS, task="translation")
     save_checkpoint(transformer, cfg, root / "checkpoint.pt")
@@ -276,19 +312,28 @@ def fitted_parameters(log):
     return (int(loaded.group(1)), loaded.group(2)), (int(new.group(1)), new.group(2))
 
 
-def build(data_dir, *arguments, task="document_translation"):
-    """(task, model, criterion, cfg) as fairseq-train would build them from ``arguments``."""
-    from fairseq import options, tasks, utils
+@functools.lru_cache(maxsize=None)
+def training_config(command_line):
+    """The config (``cfg``) fairseq-train makes of ``command_line`` (a tuple of its arguments), parsed and
+    composed once a test process: composing takes fairseq a good part of a second, and many tests build
+    from the same command line. A command line the parser refuses is refused at every call."""
+    from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(
-        parser,
-        [str(data_dir), "--user-dir", str(PLUGIN), "--task", task, "--cpu",
-         "--criterion", "document_label_smoothed_cross_entropy" if task == "document_translation"
-         else "label_smoothed_cross_entropy", "--label-smoothing", "0.1", *arguments],
-    )
-    cfg = convert_namespace_to_omegaconf(args)
+    parsed = options.parse_args_and_arch(options.get_training_parser(), list(command_line))
+    return convert_namespace_to_omegaconf(parsed)
+
+
+def build(data_dir, *arguments, task="document_translation"):
+    """(task, model, criterion, cfg) as fairseq-train would build them from ``arguments``; the cfg is
+    the caller's own copy of ``training_config``'s."""
+    from fairseq import tasks, utils
+
+    cfg = copy.deepcopy(training_config((
+        str(data_dir), "--user-dir", str(PLUGIN), "--task", task, "--cpu",
+        "--criterion", "document_label_smoothed_cross_entropy" if task == "document_translation"
+        else "label_smoothed_cross_entropy", "--label-smoothing", "0.1", *arguments,
+    )))
     utils.import_user_module(cfg.common)
     torch.manual_seed(cfg.common.seed)
     fairseq_task = tasks.setup_task(cfg.task)

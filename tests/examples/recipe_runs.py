@@ -2,6 +2,7 @@
 real documents of ../shared/data they run on (tests skipped where it is absent)."""
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -15,8 +16,9 @@ needs_shared_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} is abs
 
 
 def run_recipe(script, work, *args, **env):
-    """Run a recipe; return its combined output, failing the test with it if it fails."""
-    environment = {**os.environ, "WORK_DIR": str(work), "OMP_NUM_THREADS": "1",
+    """Run a recipe with the Python that runs the tests (PYTHON: python3 would go through a version
+    manager's shim, if any, at every step); return its combined output, failing the test with it if it fails."""
+    environment = {**os.environ, "WORK_DIR": str(work), "OMP_NUM_THREADS": "1", "PYTHON": sys.executable,
                    **{key: str(value) for key, value in env.items()}}
     result = subprocess.run(["bash", str(RECIPES / script), *args], env=environment,
                             cwd=REPO, capture_output=True, text=True)

@@ -8,15 +8,13 @@ transformer on its synthetic corpus, through the real fairseq command lines; the
 drawn from one of its checkpoints.
 """
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
 from fairseq import checkpoint_utils
 from sacrebleu.metrics import BLEU
 
-from conftest import REPO, TINY_DIMS, TINY_MODEL, batches, build, load_script, save_checkpoint
+from conftest import REPO, TINY_DIMS, TINY_MODEL, batches, build, load_script, save_checkpoint, script_in_process
 
 ANALYSES = REPO / "examples" / "learn_to_remember"
 bleu_by_position = load_script(ANALYSES / "bleu_by_position.py")
@@ -50,17 +48,22 @@ def generate_output(hypotheses, order=(3, 0, 6, 1, 5, 2, 4)):
     return "\n".join(lines) + "\n"
 
 
-def position_bleu(tmp_path, memory, sentence, *options, sentence_text=None):
-    (tmp_path / "docids").write_text("\n".join(DOCIDS) + "\n")
-    (tmp_path / "memory.txt").write_text(generate_output(memory))
-    (tmp_path / "sentence.txt").write_text(sentence_text or generate_output(sentence))
-    return subprocess.run(
-        [sys.executable, str(ANALYSES / "bleu_by_position.py"),
-         "--docids", str(tmp_path / "docids"), "--memory", str(tmp_path / "memory.txt"),
-         "--sentence", str(tmp_path / "sentence.txt"), "--bucket", "2",
-         "--plot", str(tmp_path / "position.png"), *options],
-        capture_output=True, text=True,
-    )
+@pytest.fixture
+def position_bleu(tmp_path, monkeypatch, capsys):
+    """bleu_by_position.py (its command line, run in this process) on the ``generate_output`` of
+    ``memory`` and of ``sentence`` (or ``sentence_text``), in buckets of 2 positions."""
+    def run(memory, sentence, *options, sentence_text=None):
+        (tmp_path / "docids").write_text("\n".join(DOCIDS) + "\n")
+        (tmp_path / "memory.txt").write_text(generate_output(memory))
+        (tmp_path / "sentence.txt").write_text(sentence_text or generate_output(sentence))
+        return script_in_process(
+            monkeypatch, capsys, ANALYSES / "bleu_by_position.py",
+            "--docids", str(tmp_path / "docids"), "--memory", str(tmp_path / "memory.txt"),
+            "--sentence", str(tmp_path / "sentence.txt"), "--bucket", "2",
+            "--plot", str(tmp_path / "position.png"), *options,
+        )
+
+    return run
 
 
 def table_rows(stdout):
@@ -80,23 +83,23 @@ def test_position_buckets_follow_document_positions():
     ]
 
 
-def test_bleu_by_position_perfect_then_wrong(tmp_path):
+def test_bleu_by_position_perfect_then_wrong(tmp_path, position_bleu):
     perfect = list(REFERENCES)
     late_wrong = [WRONG if position > 2 else reference
                   for reference, position in zip(REFERENCES, [1, 2, 3, 4, 1, 2, 3])]
-    result = position_bleu(tmp_path, perfect, late_wrong)
+    result = position_bleu(perfect, late_wrong)
     assert result.returncode == 0, result.stderr
     assert table_rows(result.stdout) == [("1-2", 4, 100.0, 100.0, 0.0), ("3-4", 3, 100.0, 0.0, 100.0)]
     assert (tmp_path / "position.png").stat().st_size > 0
 
-    swapped = position_bleu(tmp_path, late_wrong, perfect)
+    swapped = position_bleu(late_wrong, perfect)
     assert [row[-1] for row in table_rows(swapped.stdout)] == [0.0, -100.0]
 
 
-def test_bleu_by_position_is_corpus_bleu_of_each_bucket(tmp_path):
+def test_bleu_by_position_is_corpus_bleu_of_each_bucket(position_bleu):
     memory = [r.replace("the", "a") for r in REFERENCES]
     sentence = [" ".join(r.split()[:-2]) for r in REFERENCES]
-    result = position_bleu(tmp_path, memory, sentence)
+    result = position_bleu(memory, sentence)
     assert result.returncode == 0, result.stderr
     for (_, count, memory_bleu, sentence_bleu, difference), ids in zip(
         table_rows(result.stdout), ([0, 1, 4, 5], [2, 3, 6])
@@ -110,14 +113,14 @@ def test_bleu_by_position_is_corpus_bleu_of_each_bucket(tmp_path):
         assert difference == pytest.approx(expected_memory - expected_sentence, abs=0.01)
 
 
-def test_bleu_by_position_refuses_mismatched_outputs(tmp_path):
+def test_bleu_by_position_refuses_mismatched_outputs(tmp_path, position_bleu):
     other_references = generate_output(REFERENCES).replace("T-2\tthen it went home .", "T-2\tother")
-    result = position_bleu(tmp_path, REFERENCES, REFERENCES, sentence_text=other_references)
+    result = position_bleu(REFERENCES, REFERENCES, sentence_text=other_references)
     assert result.returncode != 0
     assert "differ at sentence id 2" in result.stderr and "sentence.txt" in result.stderr
 
     missing = "\n".join(l for l in generate_output(REFERENCES).splitlines() if not l.startswith("D-5"))
-    result = position_bleu(tmp_path, REFERENCES, REFERENCES, sentence_text=missing + "\n")
+    result = position_bleu(REFERENCES, REFERENCES, sentence_text=missing + "\n")
     assert result.returncode != 0
     assert "sentence.txt" in result.stderr and "missing ids 5" in result.stderr
     assert not (tmp_path / "position.png").exists()

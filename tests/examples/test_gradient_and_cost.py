@@ -6,14 +6,11 @@ the embeddings of every earlier sentence of its document; a fresh model, whose r
 exactly zero, sends none beyond the sentence itself. Cost against length runs the command line
 on tiny lengths and a tiny model.
 """
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO, TINY_MODEL, build, load_script, make_reads_nonzero, save_checkpoint
+from conftest import REPO, TINY_MODEL, build, load_script, make_reads_nonzero, save_checkpoint, script_in_process
 
 ANALYSES = REPO / "examples" / "learn_to_remember"
 cost_vs_length = load_script(ANALYSES / "cost_vs_length.py")
@@ -73,13 +70,14 @@ def test_blocks_of_max_distance_give_the_gradients_of_the_whole_document(data_bi
             assert scores[side] == pytest.approx(whole[key][side], rel=1e-4, abs=1e-9)
 
 
-def test_cost_against_length_of_three_models(tmp_path):
+def test_cost_against_length_of_three_models(tmp_path, monkeypatch, capsys):
+    """Its command line runs in this process, each of its measurements in a fresh process of its own."""
     plot = tmp_path / "cost.png"
-    done = subprocess.run(
-        [sys.executable, str(ANALYSES / "cost_vs_length.py"), "--lengths", "20,60",
-         "--sentence-tokens", "10", "--embed-dim", "32", "--ffn-dim", "64", "--heads", "4",
-         "--layers", "2", "--memory-size", "4", "--plot", str(plot)],
-        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the measuring processes' threads
+    done = script_in_process(
+        monkeypatch, capsys, ANALYSES / "cost_vs_length.py", "--lengths", "20,60",
+        "--sentence-tokens", "10", "--embed-dim", "32", "--ffn-dim", "64", "--heads", "4",
+        "--layers", "2", "--memory-size", "4", "--plot", str(plot),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = re.findall(r"^\s*(\d+)\s+(\d+) \|([\d. ]+)\|([\d. ]+)\|", done.stdout, re.M)

@@ -8,15 +8,17 @@ import sys
 import pytest
 import torch
 
-from conftest import MEMORY_TRAIN, PLUGIN, REPO, TINY_MODEL, build, fairseq_command, run, save_checkpoint
+from conftest import MEMORY_RUN, MEMORY_TRAIN, PLUGIN, REPO, TINY_MODEL, build, fairseq_command, run, save_checkpoint
 
 
 
-def test_preprocess_train_resume_generate_score(data_bin, tmp_path):
+def test_preprocess_train_resume_generate_score(data_bin, memory_run, tmp_path):
+    trained, first = memory_run
+    assert "num_updates 4" in first
     save_dir = tmp_path / "checkpoints"
-    first = run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_TRAIN, "--save-dir", str(save_dir), "--max-update", "4"])
-    assert "num_updates 4" in first.stderr + first.stdout
-    resumed = run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_TRAIN, "--save-dir", str(save_dir), "--max-update", "8"])
+    shutil.copytree(trained, save_dir)
+    resumed = run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_RUN, "--save-dir", str(save_dir),
+                   "--max-update", "8"])
     log = resumed.stderr + resumed.stdout
     assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 4 updates\)", log)
     assert "num_updates 8" in log
@@ -111,14 +113,14 @@ def test_resuming_inside_a_group_replays_it_and_follows_the_same_losses(data_bin
     assert first + losses(resumed) == expected and len(expected) == 14, (first, losses(resumed), expected)
 
 
-def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin, tmp_path):
-    """Checkpoints saved inside an epoch resume; a resumed run that trains with other plugin options
-    than the run began with names them in a warning; resuming inside an epoch whose batches are now
-    planned otherwise (another --optimization-window) is refused: the rest of the epoch would
-    repeat or skip sentences."""
+def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin, memory_run, tmp_path):
+    """Checkpoints saved inside an epoch (memory_run's, every 2 updates) resume; a resumed run that trains
+    with other plugin options than the run began with names them in a warning; resuming inside an epoch
+    whose batches are now planned otherwise (another --optimization-window) is refused: the rest of the
+    epoch would repeat or skip sentences."""
     save_dir = tmp_path / "checkpoints"
-    arguments = [*MEMORY_TRAIN, "--save-dir", str(save_dir), "--save-interval-updates", "2"]
-    run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "4"])
+    shutil.copytree(memory_run[0], save_dir)
+    arguments = [*MEMORY_RUN, "--save-dir", str(save_dir)]
     assert (save_dir / "checkpoint_1_2.pt").exists() and (save_dir / "checkpoint_1_4.pt").exists()
     resumed = run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "6",
                    "--restore-file", str(save_dir / "checkpoint_1_4.pt")])

@@ -9,23 +9,22 @@ import subprocess
 import pytest
 import torch
 
-from conftest import CONCAT, LOCAL_GLOBAL, MEMORY_TRAIN, PLUGIN, build, fairseq_command, run
+from conftest import CONCAT, LOCAL_GLOBAL, PLUGIN, build, fairseq_command, run
 from memory_nmt.pipeline.data import DocumentDataError
 from memory_nmt.pipeline.option_ranges import OptionError
 
 
 @pytest.fixture(scope="module")
-def checkpoint(data_bin, tmp_path_factory):
-    save_dir = tmp_path_factory.mktemp("interactive") / "checkpoints"
-    run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_TRAIN, "--save-dir", str(save_dir),
-         "--max-update", "6"])
-    state = torch.load(save_dir / "checkpoint_last.pt", weights_only=False)
+def checkpoint(memory_run, tmp_path_factory):
+    """memory_run's model, in a folder of its own."""
+    state = torch.load(memory_run[0] / "checkpoint_last.pt", weights_only=False)
     generator = torch.Generator().manual_seed(0)
     for name, value in state["model"].items():  # reads that matter, as after real training
         if name.endswith("memory.read_attn.out_proj.weight"):
             state["model"][name] = torch.randn(value.shape, generator=generator)
-    torch.save(state, save_dir / "reading.pt")
-    return save_dir / "reading.pt"
+    path = tmp_path_factory.mktemp("interactive") / "reading.pt"
+    torch.save(state, path)
+    return path
 
 
 def hypotheses(output):

@@ -8,7 +8,6 @@ the system computes what the sentence model computes; with a language token in t
 it translates otherwise; without the checkpoint's languages it is refused, naming ``--langs``."""
 import re
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -160,9 +159,9 @@ def test_a_checkpoint_whose_tensors_fit_but_built_otherwise_is_loaded_with_a_war
                             f"(memory-nmt-checkpoint-options {path} prints them)" for names in warned]
 
 
-def test_checkpoint_options_name_the_checkpoints_shape_and_languages(pretrained):
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), pretrained["mbart"]],
-                            capture_output=True, text=True)
+def test_checkpoint_options_name_the_checkpoints_shape_and_languages(pretrained, monkeypatch, capsys):
+    """Its command line run in this process."""
+    result = script_in_process(monkeypatch, capsys, REPO / "scripts" / "checkpoint_options.py", pretrained["mbart"])
     assert result.returncode == 0, result.stderr[-2000:]
     printed = result.stdout.split()
     for flag in ("--encoder-normalize-before", "--encoder-learned-pos", "--layernorm-embedding", "--share-all-embeddings"):

@@ -6,12 +6,11 @@ variant whose options the model refuses stops the run before anything is measure
 variant's own batching options win over the benchmark's."""
 import logging
 import re
-import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, script_in_process
 
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt_tools.benchmarks import decoding, training
@@ -49,9 +48,12 @@ REFUSED = [  # script, arguments, the line it ends with after "SCRIPT: error: "
 ]
 
 
-def run_script(name, *arguments):
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / name), *arguments],
-                          capture_output=True, text=True, timeout=900)
+def run_script(request, monkeypatch, capsys, name, *arguments):
+    """What ``python scripts/NAME arguments`` prints, its command line run in this process (each of its
+    measurements of peak memory in a fresh process of its own, as the script makes them)."""
+    root = logging.getLogger()
+    request.addfinalizer(lambda level=root.level: root.setLevel(level))  # benchmark_training.py's main sets it
+    done = script_in_process(monkeypatch, capsys, REPO / "scripts" / name, *arguments)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -61,11 +63,12 @@ def rows_of(table: str) -> dict:
     return {label: cells.split() for label, cells in re.findall(r"^  (\S.*?\S)  +(\d.*)$", table, re.M)}
 
 
-def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path):
+def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path, request, monkeypatch, capsys):
     table = run_script(
-        "benchmark_training.py", "--documents", "40", "--warmup", "1", "--updates", "1", "--repeats", "1",
-        "--gradient-reaches", "window,0", "--optimization-window", "2", "--systems", "amn", "--workdir", str(tmp_path),
-        "--checkpoint-activations", "--variant", "attached=--memory-gradient window",
+        request, monkeypatch, capsys, "benchmark_training.py", "--documents", "40", "--warmup", "1",
+        "--updates", "1", "--repeats", "1", "--gradient-reaches", "window,0", "--optimization-window", "2",
+        "--systems", "amn", "--workdir", str(tmp_path), "--checkpoint-activations",
+        "--variant", "attached=--memory-gradient window",
     )
     rows_table, decomposition = table.split("arithmetic per target token in F = ")
     rows = rows_of(rows_table)
@@ -98,11 +101,11 @@ def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path)
         "the same packed rows"
 
 
-def test_decoding_benchmark_compares_the_same_hypotheses():
+def test_decoding_benchmark_compares_the_same_hypotheses(request, monkeypatch, capsys):
     table = run_script(
-        "benchmark_decoding.py", "--embed-dim", "32", "--ffn-dim", "64", "--heads", "2", "--layers", "1",
-        "--beam", "2", "--documents", "4", "--sentences", "3", "--batch-documents", "2", "--lengths", "10",
-        "--repeats", "1",
+        request, monkeypatch, capsys, "benchmark_decoding.py", "--embed-dim", "32", "--ffn-dim", "64",
+        "--heads", "2", "--layers", "1", "--beam", "2", "--documents", "4", "--sentences", "3",
+        "--batch-documents", "2", "--lengths", "10", "--repeats", "1",
     )
     assert "identical hypotheses: yes" in table
     assert re.search(r"ratio memory/plain [\d.]+ \(target >= 0.95\)", table)

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from fairseq.data.data_utils import post_process
 
-from conftest import AMN, REPO, build, run, save_checkpoint
+from conftest import AMN, REPO, build, save_checkpoint, script_in_process
 from memory_nmt.evaluation import contrastive
 from memory_nmt_tools import (
     compare_systems,
@@ -39,16 +39,21 @@ def write_items(items):
 
 @pytest.fixture(scope="module")
 def compared(data_bin, sentence_checkpoint, concat_checkpoint, tmp_path_factory):
+    """The comparison of the sentence and the concatenation models, its command line run in this
+    process (fairseq-generate and each measured document in fresh processes, as it runs them):
+    (its folder, the contrastive items, what it printed, its --json)."""
     root = tmp_path_factory.mktemp("compare")
     items = write_items(root / "items.json")
-    result = run([
-        sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"sentence={sentence_checkpoint}",
-        "--system", f"concat={concat_checkpoint}", "--beam", "2", "--max-tokens", "200",
-        "--generate-args", "--max-len-b 10", "--contrastive", "voita", str(items), "--lengths", "3,7",
-        "--cpu", "--workdir", str(root / "work"), "--json", str(root / "results.json"),
-        "--plot", str(root / "compare.png"),
-    ])
-    return root, items, result.stdout, json.loads((root / "results.json").read_text())
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        compare_systems.main([
+            "--data", str(data_bin), "--system", f"sentence={sentence_checkpoint}",
+            "--system", f"concat={concat_checkpoint}", "--beam", "2", "--max-tokens", "200",
+            "--generate-args", "--max-len-b 10", "--contrastive", "voita", str(items), "--lengths", "3,7",
+            "--cpu", "--workdir", str(root / "work"), "--json", str(root / "results.json"),
+            "--plot", str(root / "compare.png"),
+        ])
+    return root, items, printed.getvalue(), json.loads((root / "results.json").read_text())
 
 
 def test_one_row_per_system_with_every_column(compared):
@@ -63,20 +68,26 @@ def test_one_row_per_system_with_every_column(compared):
     assert "sacrebleu: nrefs:1" in stdout and "bits per token" in stdout
 
 
-def test_figures_are_those_of_the_stock_tools(compared, data_bin):
+def test_figures_are_those_of_the_stock_tools(compared, data_bin, monkeypatch, capsys):
+    """Each tool's command line run on its own, in this process."""
     root, items, _, results = compared
+
+    def printed(script, *arguments):
+        done = script_in_process(monkeypatch, capsys, REPO / "scripts" / script, *arguments)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout)
+
     for name, path in (("sentence", results["systems"]["sentence"]["checkpoint"]),
                        ("concat", results["systems"]["concat"]["checkpoint"])):
         figures = results["systems"][name]
         output = "".join((root / "work" / f"generate-{name}.{kind}").read_text() for kind in ("txt", "log"))
         speed = re.search(r"Translated [\d,]+ sentences .* \(([\d.]+) sentences/s", output)
         assert figures["sentences_per_second"] == float(speed[1])
-        bleu = json.loads(run([sys.executable, str(REPO / "scripts" / "document_bleu.py"), "--json",
-                               "--generate-output", str(root / "work" / f"generate-{name}.txt"),
-                               "--docids", str(data_bin / "test.en-de.docids")]).stdout)
+        bleu = printed("document_bleu.py", "--json", "--generate-output", str(root / "work" / f"generate-{name}.txt"),
+                       "--docids", str(data_bin / "test.en-de.docids"))
         assert (figures["s_bleu"], figures["d_bleu"]) == (bleu["s_bleu"], bleu["d_bleu"])
-        alone = json.loads(run([sys.executable, str(REPO / "scripts" / "contrastive_eval.py"), "--json", "--cpu",
-                                "--path", path, "--data", str(data_bin), "--format", "voita", str(items)]).stdout)
+        alone = printed("contrastive_eval.py", "--json", "--cpu", "--path", path, "--data", str(data_bin),
+                        "--format", "voita", str(items))
         (accuracy,) = alone.values()
         assert {k: v for k, v in figures["contrastive"].items()} == {
             k: [v["right"], v["total"]] for k, v in accuracy.items()

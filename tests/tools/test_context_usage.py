@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import MEMORY_TRAIN, fairseq_command, run
+from conftest import MEMORY_TRAIN, fairseq_command, preprocess, run
 from memory_nmt.evaluation import contrastive
 from memory_nmt_tools import context_usage, synthetic_documents
 from memory_nmt_tools.contrastive_eval import load
@@ -95,11 +95,11 @@ def quickstart_memory(tmp_path_factory):
     for split, count, seed in (("train", 120, 1), ("valid", 10, 1001), ("test", 20, 2001)):
         documents = synthetic_documents.generate_documents(count, seed=seed)
         synthetic_documents.write_documents(documents, str(root / "raw" / split))
-    run([
-        fairseq_command("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
+    preprocess(
+        "--source-lang", "en", "--target-lang", "de",
         *(f"--{split}pref={root / 'raw' / split}.flat" for split in ("train", "valid", "test")),
         "--destdir", str(root / "bin"), "--joined-dictionary", "--workers", "1",
-    ])
+    )
     for split in ("train", "valid", "test"):
         (root / "bin" / f"{split}.en-de.docids").write_bytes((root / "raw" / f"{split}.docids").read_bytes())
     run([fairseq_command("fairseq-train"), str(root / "bin"), *MEMORY_TRAIN, "--lr", "3e-3", "--warmup-updates", "30",

@@ -2,7 +2,9 @@
 
 A small fake fairseq-generate output (ids out of order, logging lines in between) and its
 docids file are written to tmp_path; the scores must equal what sacrebleu gives directly on
-the sentences in id order and on the documents joined with spaces.
+the sentences in id order and on the documents joined with spaces. The script runs in a process
+of its own, but where it undoes subword pieces, which imports fairseq (seconds): there its
+command line runs in this process, which has imported fairseq already.
 """
 import json
 import subprocess
@@ -13,7 +15,7 @@ import sacrebleu
 from fairseq.data.data_utils import post_process
 from sacrebleu.metrics import BLEU
 
-from conftest import REPO
+from conftest import REPO, script_in_process
 from memory_nmt_tools import document_bleu
 
 SCRIPT = REPO / "scripts" / "document_bleu.py"
@@ -63,6 +65,11 @@ def inputs(tmp_path, generate_text, docids=DOCIDS):
 def run(tmp_path, generate_text, *options, docids=DOCIDS):
     return subprocess.run([sys.executable, str(SCRIPT), *inputs(tmp_path, generate_text, docids), *options],
                           capture_output=True, text=True)
+
+
+def run_in_this_process(monkeypatch, capsys, tmp_path, generate_text, *options):
+    """``run``, its command line run in this process (``script_in_process``)."""
+    return script_in_process(monkeypatch, capsys, SCRIPT, *inputs(tmp_path, generate_text), *options)
 
 
 def expected(hypotheses, references, tokenize=None):
@@ -125,7 +132,7 @@ def test_h_lines_are_used_when_asked(tmp_path):
     assert json.loads(result.stdout)["s_bleu"] == pytest.approx(expected(tokenized, REFERENCES)[0])
 
 
-def test_tokenized_reference_adds_the_papers_scores(tmp_path):
+def test_tokenized_reference_adds_the_papers_scores(tmp_path, monkeypatch, capsys):
     """BLEU as the paper reports it: the H- lines (the model's tokens) against the tokenized
     reference, subword-nmt joins removed, without sacrebleu's own tokenization (which would
     split the H- lines' parentheses here)."""
@@ -135,7 +142,7 @@ def test_tokenized_reference_adds_the_papers_scores(tmp_path):
     hypotheses = [hypothesis.replace(".", " .") for hypothesis in HYPOTHESES]
     generated = generate_output(hypotheses, REFERENCES)
     bpe = ["--tokenized-reference", str(tmp_path / "test.tok.de"), "--post-process", "subword_nmt"]
-    result = run(tmp_path, generated, "--json", *bpe)
+    result = run_in_this_process(monkeypatch, capsys, tmp_path, generated, "--json", *bpe)
     assert result.returncode == 0, result.stderr
     scores = json.loads(result.stdout)
     h_lines = [f"{hypothesis} (tokenized)" for hypothesis in hypotheses]
@@ -145,7 +152,7 @@ def test_tokenized_reference_adds_the_papers_scores(tmp_path):
     assert "tok:none" in scores["tokenized"]["signature"]
     assert (scores["s_bleu"], scores["d_bleu"]) == pytest.approx(expected(hypotheses, REFERENCES))
 
-    text = run(tmp_path, generated, *bpe).stdout.splitlines()
+    text = run_in_this_process(monkeypatch, capsys, tmp_path, generated, *bpe).stdout.splitlines()
     assert text[3] == (f"tokenized s-BLEU {paper[0]:.2f}, d-BLEU {paper[1]:.2f}  (as the paper reports: "
                        "tokenized text, BPE removed; not comparable with sacreBLEU scores)")
     assert "tok:none" in text[4]
@@ -160,15 +167,15 @@ def in_pieces(line, segmentation):
     return " ".join("\u2581" + word for word in words)
 
 
-def test_tokenized_reference_of_sentencepiece_data_is_undone_as_post_process_does(tmp_path):
+def test_tokenized_reference_of_sentencepiece_data_is_undone_as_post_process_does(tmp_path, monkeypatch, capsys):
     """Data prepared with --spm-model: fairseq-generate --post-process sentencepiece gives H- lines of
     raw text, and the reference's pieces are undone the same way (before, only "@@ " was removed
     and the pieces were scored as they were)."""
     pieces = [in_pieces(reference, "sentencepiece") for reference in REFERENCES]
     (tmp_path / "test.spm.de").write_text("\n".join(pieces) + "\n", encoding="utf-8")
     generated = generate_output(HYPOTHESES, REFERENCES)
-    result = run(tmp_path, generated, "--json", "--tokenized-reference", str(tmp_path / "test.spm.de"),
-                 "--post-process", "sentencepiece")
+    result = run_in_this_process(monkeypatch, capsys, tmp_path, generated, "--json", "--tokenized-reference",
+                                 str(tmp_path / "test.spm.de"), "--post-process", "sentencepiece")
     assert result.returncode == 0, result.stderr
     h_lines = [f"{hypothesis} (tokenized)" for hypothesis in HYPOTHESES]
     tokenized = json.loads(result.stdout)["tokenized"]
