@@ -380,17 +380,23 @@ def needs_pushed(model, dataset, documents) -> dict:
     return found
 
 
-def format_probes(probes) -> str:
+def by_phenomenon(header, variants, shown) -> str:
+    """``header``, then a line per variant, memory layer and phenomenon of ``variants`` ({variant: {layer:
+    {"phenomenon bucket": figures}}}), a column per distance bucket, each cell ``shown(figures)``."""
     names = [name for _, _, name in BUCKETS]
-    lines = ["probe: each context word's answer told from what its layer's memory read gives it (nearest centroid, "
-             "% of the odd-numbered documents' words)"]
-    for variant, layers in probes.items():
+    lines = [header]
+    for variant, layers in variants.items():
         for layer, groups in layers.items():
             for phenomenon in PHENOMENA:
                 cells = [groups.get(f"{phenomenon} {name}") for name in names]
                 lines.append(f"  {variant + ' ' + layer + ' ' + phenomenon:<40}"
-                             + "".join(f"{cell(c) if c else '-':>14}" for c in cells))
+                             + "".join(f"{shown(c) if c else '-':>14}" for c in cells))
     return "\n".join(lines)
+
+
+def format_probes(probes) -> str:
+    return by_phenomenon("probe: each context word's answer told from what its layer's memory read gives it "
+                         "(nearest centroid, % of the odd-numbered documents' words)", probes, cell)
 
 
 def format_pushes(pushed) -> str:
@@ -406,16 +412,9 @@ def format_pushes(pushed) -> str:
 
 
 def format_found(found) -> str:
-    names = [name for _, _, name in BUCKETS]
-    lines = ["found: the mean share of a queue memory's read at a context word that falls on the slot holding "
-             "what its cue sentence pushed (words; uniform over the slots: one over their number)"]
-    for variant, layers in found.items():
-        for layer, groups in layers.items():
-            for phenomenon in PHENOMENA:
-                cells = [groups.get(f"{phenomenon} {name}") for name in names]
-                lines.append(f"  {variant + ' ' + layer + ' ' + phenomenon:<40}"
-                             + "".join(f"{f'{c[0] / c[1]:.2f} ({c[1]})' if c else '-':>14}" for c in cells))
-    return "\n".join(lines)
+    return by_phenomenon("found: the mean share of a queue memory's read at a context word that falls on the slot "
+                         "holding what its cue sentence pushed (words; uniform over the slots: one over their number)",
+                         found, lambda summed_count: f"{summed_count[0] / summed_count[1]:.2f} ({summed_count[1]})")
 
 
 def cell(right_total) -> str:

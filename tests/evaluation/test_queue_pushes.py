@@ -9,15 +9,19 @@ from memory_nmt.evaluation.phenomenon_probe import ProbePoint
 from memory_nmt.evaluation.queue_pushes import cue_slot_reads, is_queue, pushed_share, pushed_shares
 
 
+def queue_and_test_split(data_bin):
+    """A tiny queue model (eval mode) and the test split it reads."""
+    task, queue, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue")
+    task.load_dataset("test")
+    return queue.eval(), task.dataset("test")
+
+
 def test_the_share_a_sentence_pushed_is_read_off_the_memory_it_read_and_the_next_one_reads(data_bin):
     """With gates whose shares vary with the sentence, share i is what writing sentence i's own states
     into the memory it read pushes; the encoder's gate held at sigmoid(0.7) and the decoder's at
     sigmoid(-2), every sentence of a document but its last is read as having pushed its layer's share.
     A model whose memory does not push, or pushes into one slot, is refused."""
-    task, queue, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue")
-    task.load_dataset("test")
-    dataset = task.dataset("test")
-    queue.eval()
+    queue, dataset = queue_and_test_split(data_bin)
     with torch.no_grad():
         for unit in queue.memory_units().values():
             unit.push_gate.weight.normal_(0.0, 0.2)
@@ -60,10 +64,7 @@ def test_the_read_on_a_cue_sentences_slot_follows_the_slot_back_as_later_sentenc
     its first source (encoder) and target (decoder) token gives that slot is what each layer's Output
     Attention gives it there. A point whose cue is its own sentence is left out; a model whose memory
     does not push is refused."""
-    task, queue, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue")
-    task.load_dataset("test")
-    dataset = task.dataset("test")
-    queue.eval()
+    queue, dataset = queue_and_test_split(data_bin)
     with torch.no_grad():
         for unit in queue.memory_units().values():
             unit.push_gate.weight.zero_()
