@@ -339,8 +339,8 @@ def probed(args, data: Path, checkpoint: Path, documents) -> dict:
     path = checkpoint.with_suffix(".probe.json")
     if path.exists():
         kept = json.loads(path.read_text(encoding="utf-8"))
-        if "reads" in kept and ("pushes" in kept) == ("found" in kept):  # one kept before is probed again
-            return kept
+        if "reads" in kept and "queue" in kept and (not kept["queue"] or "found" in kept):
+            return kept  # one kept before a queue's pushes and found shares were counted is probed again
     from memory_nmt.evaluation.memory_attention import load_model
     from memory_nmt.evaluation.phenomenon_probe import probe
     from memory_nmt.evaluation.queue_pushes import cue_slot_reads, is_queue
@@ -349,9 +349,8 @@ def probed(args, data: Path, checkpoint: Path, documents) -> dict:
     task.load_dataset("test")
     dataset = task.dataset("test")
     points = probe_points(documents, args.shape)
-    found = probe(model, dataset, points)
-    result = {"reads": by_group_name(found)}
-    if is_queue(model):
+    result = {"reads": by_group_name(probe(model, dataset, points)), "queue": is_queue(model)}
+    if result["queue"]:
         result["pushes"] = needs_pushed(model, dataset, documents)
         result["found"] = by_group_name(cue_slot_reads(model, dataset, points))
     path.write_text(json.dumps(result, indent=1), encoding="utf-8")
@@ -395,6 +394,7 @@ def by_phenomenon(header, variants, shown) -> str:
 
 
 def format_probes(probes) -> str:
+    """The probe's lines: each context word's answer told from its memory's read, % (words)."""
     return by_phenomenon("probe: each context word's answer told from what its layer's memory read gives it "
                          "(nearest centroid, % of the odd-numbered documents' words)", probes, cell)
 
@@ -412,6 +412,7 @@ def format_pushes(pushed) -> str:
 
 
 def format_found(found) -> str:
+    """The found lines: the mean share of a queue's read on the cue sentence's slot (words)."""
     return by_phenomenon("found: the mean share of a queue memory's read at a context word that falls on the slot "
                          "holding what its cue sentence pushed (words; uniform over the slots: one over their number)",
                          found, lambda summed_count: f"{summed_count[0] / summed_count[1]:.2f} ({summed_count[1]})")

@@ -9,7 +9,8 @@ without opening the model: the least-squares ``p`` over those slots (exact up to
 sentence pushed near 1 takes a slot of its own; one pushed near 0 leaves the memory as it was.
 The slot that holds what a context word's cue sentence pushed, when the word's sentence reads the
 memory, is the one most like the front slot after the cue sentence (cosine; meaningful where the cue
-sentence pushed near 1, which the shares say); the share of the Output Attention at the word's
+sentence pushed near 1, which the shares say, and while the slot has not been pushed out: after that
+the most similar slot is another sentence's); the share of the Output Attention at the word's
 position (as ``phenomenon_probe.py`` reads) that falls on that slot tells whether the read finds it
 (uniform over the slots: one over their number). Documents are walked teacher forced with the memory
 carried as in training (``memory_attention.py``).

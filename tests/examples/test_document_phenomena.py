@@ -98,7 +98,7 @@ def test_trains_scores_translates_and_probes_each_variant(tmp_path, capsys):
         assert sum(t for _, t in scores["first's title"].get("title", {}).values()) == first_named - sum(
             w.phenomenon == "title" and w.gap == w.distance == w.sentence - 1 for d in test for w in d.context_words)
     state = json.loads((tmp_path / "queue" / "checkpoints" / "checkpoint1.probe.json").read_text())
-    assert sorted(state["reads"]) == sorted(state["pushes"]) == ["decoder.1", "encoder.1"]
+    assert state["queue"] and sorted(state["reads"]) == sorted(state["pushes"]) == ["decoder.1", "encoder.1"]
     for needs in state["pushes"].values():  # every sentence but a document's last, once, by what is needed of it
         assert sum(count for _, count in needs.values()) == sum(len(d.source) - 1 for d in test)
         assert needs["title"][1] == len({(n, w.sentence - w.distance) for n, d in enumerate(test)
