@@ -56,25 +56,32 @@ def positions(sample, dataset, point: ProbePoint) -> Dict[str, int]:
     }
 
 
-def probe(model, dataset, points: Sequence[ProbePoint]) -> Dict[str, Dict[Tuple[str, str], tuple]]:
-    """``{layer: {group: (right, total)}}`` of telling each point's answer from the memory's read
-    at its position, in ``dataset`` (a ``DocumentDataset``) whose documents the points number."""
-    units = model.memory_units()
+def walked_points(model, dataset, points: Sequence[ProbePoint]):
+    """Each point with its document's teacher-forced carries (``memory_attention.teacher_forced_carries``)
+    and where each side reads for it (``positions``): (point, carries, positions), every document
+    walked once, in ``dataset`` (a ``DocumentDataset``) whose documents the points number."""
     by_document: Dict[int, List[ProbePoint]] = defaultdict(list)
     for point in points:
         by_document[point.document].append(point)
-    reads = defaultdict(list)  # (layer, group) -> [(document, answer, read)]
     for number, document_points in sorted(by_document.items()):
         document = dataset.documents[number]
         carries = teacher_forced_carries(model, dataset, range(document.first, document.first + document.length))
         for point in document_points:
-            sample, carry = carries[point.sentence]
-            at_side = positions(sample, dataset, point)
-            for name, unit in units.items():
-                at = at_side[name.split(".")[0]]
-                with torch.no_grad():
-                    read = unit.read(carry.states[name][at:at + 1, :1], carry.memory[name][:, :1])
-                reads[name, point.group].append((number, point.answer, read.flatten()))
+            yield point, carries, positions(carries[point.sentence][0], dataset, point)
+
+
+def probe(model, dataset, points: Sequence[ProbePoint]) -> Dict[str, Dict[Tuple[str, str], tuple]]:
+    """``{layer: {group: (right, total)}}`` of telling each point's answer from the memory's read
+    at its position, in ``dataset`` (a ``DocumentDataset``) whose documents the points number."""
+    units = model.memory_units()
+    reads = defaultdict(list)  # (layer, group) -> [(document, answer, read)]
+    for point, carries, at_side in walked_points(model, dataset, points):
+        carry = carries[point.sentence][1]
+        for name, unit in units.items():
+            at = at_side[name.split(".")[0]]
+            with torch.no_grad():
+                read = unit.read(carry.states[name][at:at + 1, :1], carry.memory[name][:, :1])
+            reads[name, point.group].append((point.document, point.answer, read.flatten()))
     result = {name: {} for name in units}
     for (name, group), rows in reads.items():
         score = nearest_centroid(rows)

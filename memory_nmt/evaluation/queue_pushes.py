@@ -15,7 +15,6 @@ position (as ``phenomenon_probe.py`` reads) that falls on that slot tells whethe
 (uniform over the slots: one over their number). Documents are walked teacher forced with the memory
 carried as in training (``memory_attention.py``).
 """
-from collections import defaultdict
 from typing import Dict, List, Sequence, Tuple
 
 import torch
@@ -23,7 +22,7 @@ from torch import Tensor
 from torch.nn.functional import cosine_similarity
 
 from .memory_attention import AttentionMapError, teacher_forced_carries
-from .phenomenon_probe import ProbePoint, positions
+from .phenomenon_probe import ProbePoint, walked_points
 
 
 def pushed_share(before: Tensor, after: Tensor) -> float:
@@ -70,25 +69,18 @@ def cue_slot_reads(model, dataset, points: Sequence[ProbePoint]) -> Dict[str, Di
     falls on the slot holding what its cue sentence pushed, for the points whose cue sentence comes
     before their own, in ``dataset`` (a ``DocumentDataset``) whose documents the points number."""
     units = checked_queue_units(model)
-    by_document: Dict[int, List[ProbePoint]] = defaultdict(list)
-    for point in points:
-        if point.cue_sentence < point.sentence:
-            by_document[point.document].append(point)
     found = {name: {} for name in units}
-    for number, document_points in sorted(by_document.items()):
-        walked = dataset.documents[number]
-        carries = teacher_forced_carries(model, dataset, range(walked.first, walked.first + walked.length))
-        for point in document_points:
-            sample, carry = carries[point.sentence]
-            after_cue = carries[point.cue_sentence + 1][1]  # the memory the cue sentence's write left
-            at_side = positions(sample, dataset, point)
-            for name, unit in units.items():
-                memory = carry.memory[name][:, :1]
-                slot = int(cosine_similarity(memory[:, 0], after_cue.memory[name][:1, 0], dim=-1).argmax())
-                at = at_side[name.split(".")[0]]
-                with torch.no_grad():
-                    _, weights = unit.read_attn(carry.states[name][at:at + 1, :1], memory, memory, need_weights=True)
-                total = found[name].setdefault(point.group, [0.0, 0])
-                total[0] += float(weights[0, 0, slot])
-                total[1] += 1
+    later = [point for point in points if point.cue_sentence < point.sentence]
+    for point, carries, at_side in walked_points(model, dataset, later):
+        carry = carries[point.sentence][1]
+        after_cue = carries[point.cue_sentence + 1][1]  # the memory the cue sentence's write left
+        for name, unit in units.items():
+            memory = carry.memory[name][:, :1]
+            slot = int(cosine_similarity(memory[:, 0], after_cue.memory[name][:1, 0], dim=-1).argmax())
+            at = at_side[name.split(".")[0]]
+            with torch.no_grad():
+                _, weights = unit.read_attn(carry.states[name][at:at + 1, :1], memory, memory, need_weights=True)
+            total = found[name].setdefault(point.group, [0.0, 0])
+            total[0] += float(weights[0, 0, slot])
+            total[1] += 1
     return found
