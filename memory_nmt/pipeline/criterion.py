@@ -4,7 +4,8 @@ The criterion owns what the lanes carry in training and validation: it walks eac
 batches in order (``data.py``), asks the system (``system.py``) for each sentence step's
 context from the carry of the previous batch (``carry.py``) and keeps what the step carries out
 for the next batch, per stream (split), checking that every batch continues the one before.
-The loss and its size are those of the current sentences only, whatever context they read.
+The loss and its size are those of the current sentences only, whatever context they read, with
+what a system charges in training for the context it made (``SentenceContext.cost``) added.
 
 In training, a system whose carry has differentiable states (sentence states that the next
 sentence reads) is back-propagated across sentences as ``--gradient-reach`` says
@@ -27,7 +28,7 @@ from types import SimpleNamespace
 from typing import Callable, List, Optional
 
 import torch
-from fairseq import utils
+from fairseq import metrics, utils
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
@@ -315,6 +316,9 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         step = self.run_model(model, rows, carry, with_loss=True)
         sample = rows.batch
         loss, nll_loss = step.loss
+        context_cost = step.context.cost
+        if context_cost is not None:
+            loss = loss + context_cost
         sample_size = sample["nsentences"] if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
@@ -323,11 +327,23 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
             "nsentences": sample["nsentences"],
             "sample_size": sample_size,
         }
+        if context_cost is not None:
+            logging_output["context_cost"] = context_cost.data
         if self.report_accuracy:
             n_correct, total = self.compute_accuracy(model, step.net_output, sample)
             logging_output["n_correct"] = n_correct.item()
             logging_output["total"] = total.item()
         return loss, sample_size, logging_output, step.carry
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        """fairseq's (the loss logged is the one trained on, a context's cost included), and the
+        context's cost per sentence where a system charged one (``SentenceContext.cost``)."""
+        super().reduce_metrics(logging_outputs)
+        if any("context_cost" in log for log in logging_outputs):
+            cost = sum(log.get("context_cost", 0) for log in logging_outputs)
+            sentences = sum(log.get("nsentences", 0) for log in logging_outputs)
+            metrics.log_scalar("context_cost", cost / max(sentences, 1), sentences, round=3)
 
     def recompute_step(self, model, rows: ForwardPass, carry: Carry):
         """What a step recomputed from the last window carries out, its graph kept: its loss was

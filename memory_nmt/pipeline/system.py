@@ -57,10 +57,13 @@ class DocumentSystemError(InputError):
 @dataclass
 class SentenceContext:
     """What one sentence step reads: ``inputs`` go to the model's forward pass as keyword
-    arguments; ``kept`` is whatever the system needs again in ``carry_out``."""
+    arguments; ``kept`` is whatever the system needs again in ``carry_out``; ``cost``, a scalar
+    in training that the criterion adds to the step's loss (in its units: token losses summed),
+    is what the system charges for the context it made (a memory's writes, say)."""
 
     inputs: Dict[str, Any] = field(default_factory=dict)
     kept: Any = None
+    cost: Optional[Tensor] = None
 
 
 class SystemHooks:

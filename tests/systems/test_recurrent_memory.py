@@ -5,7 +5,7 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
-from conftest import TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero, refused_option, walk
+from conftest import TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, refused_option, walk
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.systems.recurrent_memory.memory import GATE_BIAS
@@ -285,6 +285,61 @@ def test_an_addressed_write_replaces_the_slot_its_address_points_to_and_keeps_th
     assert torch.allclose(one_replaced[1], new[0]) and torch.allclose(one_replaced[[0, 2, 3]], memory[[0, 2, 3]])
     assert torch.allclose(nothing, memory)
     assert torch.allclose(matched[2], new[0]) and torch.allclose(matched[[0, 1, 3]], keyed[[0, 1, 3]])
+
+
+@pytest.mark.parametrize("update", ["queue", "addressed"])
+def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_it_wrote(data_bin, update):
+    """--memory-write-cost c: in training a step's loss gains c times the share of a new slot that
+    each row's previous sentence wrote into each memory layer, nothing where a row starts its
+    document, and nothing in evaluation. The shares are set: the queue's gate a constant
+    sigmoid(0.5); the addressed write's scores all 0 like the null option's, so 4 of the 5 shares
+    of a memory of 4 go to the slots. The reads start at zero, so the token losses give the write
+    no gradient: what its parameter gets is the cost's, c times the share's derivative a row."""
+    cost = 0.5
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--memory-update", update,
+                                      "--memory-write-cost", str(cost), "--optimization-window", "3")
+    units = model.memory_units()
+    with torch.no_grad():
+        for unit in units.values():
+            if update == "queue":
+                unit.push_gate.weight.zero_()
+                unit.push_gate.bias.fill_(0.5)
+            else:
+                for linear in (unit.address_query, unit.retain):
+                    linear.weight.zero_()
+                    linear.bias.zero_()
+    if update == "queue":
+        share = torch.sigmoid(torch.tensor(0.5)).item()
+        derivative, parameter = share * (1 - share), "push_gate"
+    else:
+        share, derivative, parameter = 4 / 5, -4 / 25, "retain"  # d/db of 4e^-b / (4e^-b + 1) at b = 0
+    window = next(item["steps"] for item in batches(task, "train", max_tokens=60)
+                  if len(item["steps"]) >= 3 and item["steps"][0]["position"].step == 0)
+    continuing = sum(int(step["continues"].sum()) if "continues" in step else step["lanes"].numel()
+                     for step in window[1:])
+    assert continuing > 0
+    model.train()
+    losses = {}
+    for charged in (0.0, cost):
+        model.args.memory_write_cost = charged
+        model.zero_grad()
+        criterion.carries = type(criterion.carries)()
+        losses[charged], _, log = criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
+    expected = cost * share * continuing * len(units)
+    assert log["context_cost"].item() == pytest.approx(expected, rel=1e-5)
+    assert (losses[cost] - losses[0.0]).item() == pytest.approx(expected, rel=1e-4)
+    for unit in units.values():
+        assert getattr(unit, parameter).bias.grad.item() == pytest.approx(cost * derivative * continuing, rel=1e-4)
+    model.eval()
+    criterion.carries = type(criterion.carries)()
+    with torch.no_grad():
+        _, _, evaluated = criterion.forward_window(model, lane_steps(window))
+    assert "context_cost" not in evaluated
+
+
+def test_a_write_cost_is_refused_for_an_update_without_a_new_slot(data_bin):
+    with pytest.raises(OptionError, match="^--memory-write-cost 1.0 with --memory-update gated: the cost is on the share of a new slot"):
+        build(data_bin, *TINY_MODEL, "--memory-update", "gated", "--memory-write-cost", "1")
 
 
 def test_competing_slots_keep_a_slot_no_token_chooses_and_rewrite_the_one_every_token_chooses(data_bin):

@@ -35,6 +35,9 @@ in decoding, see ``carry.py``) passes in and gets back:
   less slot i's learned worth of keeping (``retain(M_i)``), the null option's score 0. A sentence
   replaces a slot holding the same kind of thing, or one not worth keeping, or nothing; unlike the
   queue's, every write is trained by what it overwrites, not only by what falls off the end;
+- ``update`` is ``write`` with, for ``queue`` and ``addressed``, the share of the new slot the
+  sentence wrote into the memory (the queue's ``p``, the sum of the addressed shares ``a_i``), which
+  ``--memory-write-cost`` makes a training cost of (``model.py``);
 - ``read(states, memory)``: Output Attention, ``h~ = MHA(h, M, M)``, which the layer adds to
   its residual stream (``layers.py``). Its output projection starts at zero, so a model built
   from a sentence-level transformer's weights computes exactly that transformer until
@@ -43,7 +46,7 @@ in decoding, see ``carry.py``) passes in and gets back:
 In a pre-norm layer (``normalizes_its_input``) the unit also has ``read_layer_norm``, with which
 the layer normalises its residual stream into the states ``h`` (``layers.py``).
 """
-from typing import Dict, Optional
+from typing import Dict, NamedTuple, Optional
 
 import torch
 from fairseq import utils
@@ -56,8 +59,19 @@ from ..context_parameters import tag_context_parameters
 # the paper's; with a gate; slots competing for tokens; a new slot a sentence, pushed in front or
 # written where its address points
 MEMORY_UPDATES = ("attention", "gated", "competitive", "queue", "addressed")
+NEW_SLOT_UPDATES = ("queue", "addressed")  # a sentence's write is one new slot, in a share ``update`` gives
 GATE_BIAS = -1.0  # sigmoid(-1) = 0.27: the share of a slot a sentence rewrites before training
 NOTHING_RECEIVED = 1e-4  # the least a slot's received share is divided by, in the mean of its values
+
+
+class MemoryWrite(NamedTuple):
+    """What a sentence's write gives: the memory after it, the Update Attention's weights when
+    asked for (``RecurrentMemory.write``), and for an update that writes a new slot (``queue``,
+    ``addressed``) the share of it written into the memory, per lane (B,); else None."""
+
+    memory: Tensor
+    weights: Optional[Tensor]
+    new_slot_share: Optional[Tensor]
 
 
 class RecurrentMemory(nn.Module):
@@ -111,7 +125,7 @@ class RecurrentMemory(nn.Module):
         head_dim = embed_dim // attention_heads
         self.null_query = nn.Parameter(torch.zeros(attention_heads, head_dim)) if update == "competitive" else None
         self.push_query = self.push_gate = None
-        if update in ("queue", "addressed"):
+        if update in NEW_SLOT_UPDATES:
             self.push_query = nn.Parameter(torch.empty(1, embed_dim))
             nn.init.normal_(self.push_query, mean=0.0, std=embed_dim**-0.5)
         if update == "queue":
@@ -141,13 +155,20 @@ class RecurrentMemory(nn.Module):
         (B x slots x T, averaged over heads; with ``queue`` or ``addressed``, the new slot's: B x 1 x T) when
         ``need_weights``.
         """
+        written = self.update(memory, states, padding_mask, need_weights)
+        return (written.memory, written.weights) if need_weights else written.memory
+
+    def update(
+        self, memory: Tensor, states: Tensor, padding_mask: Optional[Tensor], need_weights: bool = False
+    ) -> MemoryWrite:
+        """``write``'s memory and weights, and the share of a new slot the sentence wrote."""
         if self.push_query is None:
             query = memory + self.slot_positions.to(memory)
         else:
             query = self.push_query.unsqueeze(1).expand(-1, memory.size(1), -1).to(memory)
         if padding_mask is not None and not padding_mask.any():
             padding_mask = None  # as fairseq's encoder does: nothing to mask, cheaper attention
-        share = None  # the paper's update: every slot rewritten whole
+        share = new_slot_share = None  # the paper's update: every slot rewritten whole
         if self.null_query is None:
             attended, weights = self.update_attn(
                 query, states, states, key_padding_mask=padding_mask, need_weights=need_weights
@@ -161,12 +182,14 @@ class RecurrentMemory(nn.Module):
             share = torch.sigmoid(self.update_gate(torch.cat([memory, written], -1)))
         elif self.push_gate is not None:
             share = torch.sigmoid(self.push_gate(written))
+            new_slot_share = share[0, :, 0]
             written = torch.cat([written, memory[:-1]])
         elif self.address_query is not None:
             share = self.address(memory, written)
+            new_slot_share = share.sum(0)[:, 0]
         if share is not None:  # the memory takes the written share and keeps the rest
             written = share * written + (1 - share) * memory
-        return (written, weights) if need_weights else written
+        return MemoryWrite(written, weights, new_slot_share)
 
     def address(self, memory: Tensor, new: Tensor) -> Tensor:
         """The share of each slot that the new slot (1 x B x C) replaces (slots x B x 1): a softmax

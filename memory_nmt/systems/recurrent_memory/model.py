@@ -25,7 +25,7 @@ computes exactly what the transformer computed.
 import copy
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
@@ -50,7 +50,7 @@ from ..options import SystemOptions
 from ..sizes import small_transformer
 from .carry import MemoryCarry
 from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
-from .memory import MEMORY_UPDATES, RecurrentMemory
+from .memory import MEMORY_UPDATES, NEW_SLOT_UPDATES, RecurrentMemory
 from .recomputed_layers import recompute_in_backward
 
 MEMORY_SIDES = ("both", "encoder", "decoder")
@@ -257,24 +257,34 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         and reads the initial memory, as every row does with no carry. (Its carry holds the
         initial memory too, ``starting_carry``; it is taken from the units here so that its
         gradient reaches them by the same sums whichever rows share the batch.)"""
+        return self.read_and_written(carry, lanes)[0]
+
+    def read_and_written(self, carry: Optional[MemoryCarry], lanes: int) -> Tuple[Dict[str, Tensor], Optional[Tensor]]:
+        """``read_memory``'s memory, and the share of a new slot each row's previous sentence wrote,
+        summed over the memory layers (``lanes``,; 0 where a row starts its document); None where
+        nothing was written or the update writes no new slot (``MemoryWrite``)."""
         units = self.memory_units()
         written = carry.rows_with_sentence() if carry is not None else None
         if written is not None and written.numel() == lanes:
             return self.written_memory(carry)
         initial = {name: unit.initial(lanes) for name, unit in units.items()}
         if written is None or not written.numel():
-            return initial
+            return initial, None
         memory = {name: m.clone() for name, m in initial.items()}
-        for name, rows_memory in self.written_memory(carry.rows(written)).items():
+        rows_written, rows_share = self.written_memory(carry.rows(written))
+        for name, rows_memory in rows_written.items():
             memory[name][:, written] = rows_memory
-        return memory
+        if rows_share is None:
+            return memory, None
+        return memory, rows_share.new_zeros(lanes).index_copy(0, written, rows_share)
 
-    def written_memory(self, carry: MemoryCarry) -> Dict[str, Tensor]:
-        """Each memory of ``carry``, every row of which has a sentence, with that sentence written in."""
-        return {
-            name: unit.write(carry.memory[name], carry.states[name], carry.padding_mask[name])
-            for name, unit in self.memory_units().items()
-        }
+    def written_memory(self, carry: MemoryCarry) -> Tuple[Dict[str, Tensor], Optional[Tensor]]:
+        """Each memory of ``carry``, every row of which has a sentence, with that sentence written in,
+        and the share of a new slot each row wrote, summed over the memory layers (or None)."""
+        writes = {name: unit.update(carry.memory[name], carry.states[name], carry.padding_mask[name])
+                  for name, unit in self.memory_units().items()}
+        shares = [write.new_slot_share for write in writes.values() if write.new_slot_share is not None]
+        return {name: write.memory for name, write in writes.items()}, (sum(shares) if shares else None)
 
     def starting_carry(self, lanes, rows, net_input) -> MemoryCarry:
         """The initial memory, with no sentence to write into it."""
@@ -287,9 +297,13 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         )
 
     def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
-        """The memory each row reads (``read_memory``)."""
-        memory = self.read_memory(carry, carry.lanes.numel())
-        return SentenceContext(inputs={"memory": memory}, kept=memory)
+        """The memory each row reads (``read_memory``); in training with ``--memory-write-cost``,
+        its cost: that many times the share of a new slot each row's previous sentence wrote."""
+        memory, new_slot_share = self.read_and_written(carry, carry.lanes.numel())
+        cost = None
+        if self.training and self.args.memory_write_cost and new_slot_share is not None:
+            cost = self.args.memory_write_cost * new_slot_share.sum()
+        return SentenceContext(inputs={"memory": memory}, kept=memory, cost=cost)
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
         """The memory the sentence read (detached, the paper's rule, unless ``--memory-gradient
@@ -378,6 +392,15 @@ class RecurrentMemoryOptions(SystemOptions):
                   "into the slots in the shares of a softmax over them and a null option, a slot's score being how "
                   "well its learned key matches the new slot's query less its learned worth of keeping"},
     )
+    memory_write_cost: float = field(
+        default=0.0,
+        metadata={"help": "in training (not in the paper), a cost added to the loss for each sentence written into "
+                  "the memory: this many times the share of a new slot it writes, summed over the memory layers "
+                  "(--memory-update queue: the share it is pushed in; addressed: the shares it is written in), in "
+                  "the units of a token's loss, so that a sentence is written only where later losses pay for it. "
+                  "Default: 0, no cost",
+                  "range": Range(0)},
+    )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
         default="stopped",
         metadata={"help": "in training, which later losses train a sentence's write into the memory: 'stopped', "
@@ -395,6 +418,12 @@ class RecurrentMemoryOptions(SystemOptions):
                 f"--memory-gradient window with --gradient-reach {reach}: a reach of K sentences back-propagates "
                 "each step's graph on its own, which a memory attached from step to step would cross; give "
                 "--gradient-reach window (the default), whose window --memory-gradient window spans"
+            )
+        if args.memory_write_cost and args.memory_update not in NEW_SLOT_UPDATES:
+            raise OptionError(
+                f"--memory-write-cost {args.memory_write_cost} with --memory-update {args.memory_update}: the cost is "
+                f"on the share of a new slot a sentence writes, which --memory-update {' or '.join(NEW_SLOT_UPDATES)} "
+                "gives; give one of them, or leave --memory-write-cost out"
             )
         for side in ("encoder", "decoder"):
             if args.memory_sides in ("both", side):
