@@ -259,32 +259,30 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         gradient reaches them by the same sums whichever rows share the batch.)"""
         return self.read_and_written(carry, lanes)[0]
 
-    def read_and_written(self, carry: Optional[MemoryCarry], lanes: int) -> Tuple[Dict[str, Tensor], Optional[Tensor]]:
-        """``read_memory``'s memory, and the share of a new slot each row's previous sentence wrote,
-        summed over the memory layers (``lanes``,; 0 where a row starts its document); None where
-        nothing was written or the update writes no new slot (``MemoryWrite``)."""
+    def read_and_written(self, carry: Optional[MemoryCarry], lanes: int) -> Tuple[Dict[str, Tensor], Dict[str, Tensor]]:
+        """``read_memory``'s memory, and for each memory layer whose update writes a new slot
+        (``MemoryWrite``), the share of it that each row with a previous sentence wrote (one
+        value a row that wrote; none where no row did)."""
         units = self.memory_units()
         written = carry.rows_with_sentence() if carry is not None else None
         if written is not None and written.numel() == lanes:
             return self.written_memory(carry)
         initial = {name: unit.initial(lanes) for name, unit in units.items()}
         if written is None or not written.numel():
-            return initial, None
+            return initial, {}
         memory = {name: m.clone() for name, m in initial.items()}
-        rows_written, rows_share = self.written_memory(carry.rows(written))
+        rows_written, shares = self.written_memory(carry.rows(written))
         for name, rows_memory in rows_written.items():
             memory[name][:, written] = rows_memory
-        if rows_share is None:
-            return memory, None
-        return memory, rows_share.new_zeros(lanes).index_copy(0, written, rows_share)
+        return memory, shares
 
-    def written_memory(self, carry: MemoryCarry) -> Tuple[Dict[str, Tensor], Optional[Tensor]]:
+    def written_memory(self, carry: MemoryCarry) -> Tuple[Dict[str, Tensor], Dict[str, Tensor]]:
         """Each memory of ``carry``, every row of which has a sentence, with that sentence written in,
-        and the share of a new slot each row wrote, summed over the memory layers (or None)."""
+        and the share of a new slot each row wrote, by memory layer (where the update writes one)."""
         writes = {name: unit.update(carry.memory[name], carry.states[name], carry.padding_mask[name])
                   for name, unit in self.memory_units().items()}
-        shares = [write.new_slot_share for write in writes.values() if write.new_slot_share is not None]
-        return {name: write.memory for name, write in writes.items()}, (sum(shares) if shares else None)
+        return ({name: write.memory for name, write in writes.items()},
+                {name: write.new_slot_share for name, write in writes.items() if write.new_slot_share is not None})
 
     def starting_carry(self, lanes, rows, net_input) -> MemoryCarry:
         """The initial memory, with no sentence to write into it."""
@@ -298,12 +296,19 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
 
     def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
         """The memory each row reads (``read_memory``); in training with ``--memory-write-cost``,
-        its cost: that many times the share of a new slot each row's previous sentence wrote."""
-        memory, new_slot_share = self.read_and_written(carry, carry.lanes.numel())
-        cost = None
-        if self.training and self.args.memory_write_cost and new_slot_share is not None:
-            cost = self.args.memory_write_cost * new_slot_share.sum()
+        its cost (``write_cost``)."""
+        memory, shares = self.read_and_written(carry, carry.lanes.numel())
+        cost = self.write_cost(shares) if self.training and self.args.memory_write_cost else None
         return SentenceContext(inputs={"memory": memory}, kept=memory, cost=cost)
+
+    def write_cost(self, shares: Dict[str, Tensor]) -> Optional[Tensor]:
+        """``--memory-write-cost`` times the share of a new slot the step's sentences wrote into each
+        memory layer beyond ``--memory-write-budget`` a sentence on average (None: nothing written)."""
+        if not shares:
+            return None
+        budget = self.args.memory_write_budget
+        beyond = [torch.relu(share.sum() - budget * share.numel()) for share in shares.values()]
+        return self.args.memory_write_cost * sum(beyond)
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
         """The memory the sentence read (detached, the paper's rule, unless ``--memory-gradient
@@ -401,6 +406,15 @@ class RecurrentMemoryOptions(SystemOptions):
                   "Default: 0, no cost",
                   "range": Range(0)},
     )
+    memory_write_budget: float = field(
+        default=0.0,
+        metadata={"help": "with --memory-write-cost, the share of a new slot a sentence may write into a memory "
+                  "layer on average at no cost: a training step is charged only for what its sentences write "
+                  "beyond it, so that the cost cannot close the memory to every sentence but makes the sentences "
+                  "compete for what it lets in (0.1: a tenth of the sentences written in whole). Default: 0, "
+                  "every write charged",
+                  "range": Range(0, 1)},
+    )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
         default="stopped",
         metadata={"help": "in training, which later losses train a sentence's write into the memory: 'stopped', "
@@ -424,6 +438,11 @@ class RecurrentMemoryOptions(SystemOptions):
                 f"--memory-write-cost {args.memory_write_cost} with --memory-update {args.memory_update}: the cost is "
                 f"on the share of a new slot a sentence writes, which --memory-update {' or '.join(NEW_SLOT_UPDATES)} "
                 "gives; give one of them, or leave --memory-write-cost out"
+            )
+        if args.memory_write_budget and not args.memory_write_cost:
+            raise OptionError(
+                f"--memory-write-budget {args.memory_write_budget} without --memory-write-cost: the budget is what "
+                "the cost leaves free; give --memory-write-cost too, or leave --memory-write-budget out"
             )
         for side in ("encoder", "decoder"):
             if args.memory_sides in ("both", side):
