@@ -287,18 +287,19 @@ def test_an_addressed_write_replaces_the_slot_its_address_points_to_and_keeps_th
     assert torch.allclose(matched[2], new[0]) and torch.allclose(matched[[0, 1, 3]], keyed[[0, 1, 3]])
 
 
-@pytest.mark.parametrize("update, budget", [("queue", 0.0), ("addressed", 0.0), ("queue", 0.5), ("addressed", 0.9)])
-def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_it_wrote(data_bin, update, budget):
-    """--memory-write-cost c: in training a step's loss gains c times the share of a new slot that
-    its rows' previous sentences wrote into each memory layer, beyond --memory-write-budget b a row
-    (nothing where a row starts its document, nothing in evaluation). The shares are set: the
-    queue's gate a constant sigmoid(0.5) = 0.62; the addressed write's scores all 0 like the null
-    option's, so 4 of the 5 shares of a memory of 4 go to the slots: 0.8, below the budget of 0.9,
-    which is charged nothing. The reads start at zero, so the token losses give the write no
-    gradient: what its parameter gets is the cost's, c times the share's derivative a row charged."""
+@pytest.mark.parametrize("update, rate", [("queue", 0.0), ("addressed", 0.0), ("queue", 0.5), ("addressed", 0.9)])
+def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_it_wrote(data_bin, update, rate):
+    """--memory-write-cost c: in training a step's loss gains c times how far the share of a new slot
+    that its rows' previous sentences wrote into each memory layer is from --memory-write-rate r a
+    row, either way (nothing where a row starts its document, nothing in evaluation). The shares are
+    set: the queue's gate a constant sigmoid(0.5) = 0.62; the addressed write's scores all 0 like the
+    null option's, so 4 of the 5 shares of a memory of 4 go to the slots: 0.8, below the rate of 0.9,
+    which the cost then pushes up. The reads start at zero, so the token losses give the write no
+    gradient: what its parameter gets is the cost's, c times the share's derivative a row, its sign
+    that of the share's distance from the rate."""
     cost = 0.5
     task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--memory-update", update, "--memory-write-cost",
-                                      str(cost), "--memory-write-budget", str(budget), "--optimization-window", "3")
+                                      str(cost), "--memory-write-rate", str(rate), "--optimization-window", "3")
     units = model.memory_units()
     with torch.no_grad():
         for unit in units.values():
@@ -326,14 +327,12 @@ def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_i
         model.zero_grad()
         criterion.carries = type(criterion.carries)()
         losses[charged], _, log = criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
-    charged = share > budget
-    expected = cost * (share - budget) * continuing * len(units) if charged else 0.0
-    assert log["context_cost"].item() == pytest.approx(expected, rel=1e-5, abs=1e-6)
-    assert (losses[cost] - losses[0.0]).item() == pytest.approx(expected, rel=1e-4, abs=1e-5)
+    direction = 1.0 if share > rate else -1.0
+    expected = cost * abs(share - rate) * continuing * len(units)
+    assert log["context_cost"].item() == pytest.approx(expected, rel=1e-5)
+    assert (losses[cost] - losses[0.0]).item() == pytest.approx(expected, rel=1e-4)
     for unit in units.values():
-        gradient = getattr(unit, parameter).bias.grad
-        assert (0.0 if gradient is None else gradient.item()) == pytest.approx(
-            cost * derivative * continuing if charged else 0.0, rel=1e-4, abs=1e-9)
+        assert getattr(unit, parameter).bias.grad.item() == pytest.approx(direction * cost * derivative * continuing, rel=1e-4)
     model.eval()
     criterion.carries = type(criterion.carries)()
     with torch.no_grad():
@@ -341,11 +340,11 @@ def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_i
     assert "context_cost" not in evaluated
 
 
-def test_a_write_cost_is_refused_for_an_update_without_a_new_slot_and_a_budget_without_a_cost(data_bin):
+def test_a_write_cost_is_refused_for_an_update_without_a_new_slot_and_a_rate_without_a_cost(data_bin):
     with pytest.raises(OptionError, match="^--memory-write-cost 1.0 with --memory-update gated: the cost is on the share of a new slot"):
         build(data_bin, *TINY_MODEL, "--memory-update", "gated", "--memory-write-cost", "1")
-    with pytest.raises(OptionError, match="^--memory-write-budget 0.1 without --memory-write-cost: the budget is"):
-        build(data_bin, *TINY_MODEL, "--memory-update", "queue", "--memory-write-budget", "0.1")
+    with pytest.raises(OptionError, match="^--memory-write-rate 0.1 without --memory-write-cost: the rate is"):
+        build(data_bin, *TINY_MODEL, "--memory-update", "queue", "--memory-write-rate", "0.1")
 
 
 def test_competing_slots_keep_a_slot_no_token_chooses_and_rewrite_the_one_every_token_chooses(data_bin):

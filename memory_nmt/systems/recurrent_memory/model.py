@@ -302,13 +302,14 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         return SentenceContext(inputs={"memory": memory}, kept=memory, cost=cost)
 
     def write_cost(self, shares: Dict[str, Tensor]) -> Optional[Tensor]:
-        """``--memory-write-cost`` times the share of a new slot the step's sentences wrote into each
-        memory layer beyond ``--memory-write-budget`` a sentence on average (None: nothing written)."""
+        """``--memory-write-cost`` times how far the share of a new slot the step's sentences wrote
+        into each memory layer is from ``--memory-write-rate`` a sentence, either way (None: nothing
+        written)."""
         if not shares:
             return None
-        budget = self.args.memory_write_budget
-        beyond = [torch.relu(share.sum() - budget * share.numel()) for share in shares.values()]
-        return self.args.memory_write_cost * sum(beyond)
+        rate = self.args.memory_write_rate
+        off = [torch.abs(share.sum() - rate * share.numel()) for share in shares.values()]
+        return self.args.memory_write_cost * sum(off)
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
         """The memory the sentence read (detached, the paper's rule, unless ``--memory-gradient
@@ -406,13 +407,13 @@ class RecurrentMemoryOptions(SystemOptions):
                   "Default: 0, no cost",
                   "range": Range(0)},
     )
-    memory_write_budget: float = field(
+    memory_write_rate: float = field(
         default=0.0,
-        metadata={"help": "with --memory-write-cost, the share of a new slot a sentence may write into a memory "
-                  "layer on average at no cost: a training step is charged only for what its sentences write "
-                  "beyond it, so that the cost cannot close the memory to every sentence but makes the sentences "
-                  "compete for what it lets in (0.1: a tenth of the sentences written in whole). Default: 0, "
-                  "every write charged",
+        metadata={"help": "with --memory-write-cost, the share of a new slot a sentence writes into a memory layer "
+                  "on average that costs nothing: a training step is charged for how far what its sentences wrote "
+                  "is from it, either way, so that the sentences compete for what the memory lets in rather than "
+                  "every write closing (0.1: a tenth of the sentences written in whole). Default: 0, every write "
+                  "charged",
                   "range": Range(0, 1)},
     )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
@@ -439,10 +440,10 @@ class RecurrentMemoryOptions(SystemOptions):
                 f"on the share of a new slot a sentence writes, which --memory-update {' or '.join(NEW_SLOT_UPDATES)} "
                 "gives; give one of them, or leave --memory-write-cost out"
             )
-        if args.memory_write_budget and not args.memory_write_cost:
+        if args.memory_write_rate and not args.memory_write_cost:
             raise OptionError(
-                f"--memory-write-budget {args.memory_write_budget} without --memory-write-cost: the budget is what "
-                "the cost leaves free; give --memory-write-cost too, or leave --memory-write-budget out"
+                f"--memory-write-rate {args.memory_write_rate} without --memory-write-cost: the rate is where the "
+                "cost is nothing; give --memory-write-cost too, or leave --memory-write-rate out"
             )
         for side in ("encoder", "decoder"):
             if args.memory_sides in ("both", side):
