@@ -18,7 +18,8 @@ everything about itself in its own package under ``systems/``. The hooks (``Syst
   context sentences the data chooses finds them there, ``chosen_context.py``) and ``carry_out``
   (once the sentence is done, teacher-forced on the reference in training and decoded in
   generation, what the lanes carry on to their documents' next sentences: a ``Carry``,
-  ``carry.py``);
+  ``carry.py``); a ``SentenceContext`` may also carry a training ``cost`` of the context it made,
+  which the criterion adds to the loss;
 - it may implement, where the defaults do not fit it: ``context_sentences``,
   ``chunk_sentences``, ``context_choice`` and ``training_unit`` (what its batches hold),
   ``carry_of_previous_sentences`` (if it trains on 'sentences'), ``carries_states`` (if its carry

@@ -47,10 +47,10 @@ def test_memory_fixed_during_beam_search_and_updated_after(data_bin):
     unit = model.memory_units()["decoder.1"]
     attention = unit.read_attn
     per_sentence_step = []
-    read_and_written = model.read_and_written
+    memory_and_write_shares = model.memory_and_write_shares
 
-    def spy_read_memory(carry, lanes):
-        memory, shares = read_and_written(carry, lanes)
+    def spy_memory_and_write_shares(carry, lanes):
+        memory, shares = memory_and_write_shares(carry, lanes)
         written = carry is not None and bool(carry.rows_with_sentence().numel())
         previous = carry.memory["decoder.1"] if written else None  # what the lanes read before
         per_sentence_step.append({"given": memory["decoder.1"], "previous": previous, "keys": []})
@@ -61,14 +61,14 @@ def test_memory_fixed_during_beam_search_and_updated_after(data_bin):
             cached = module._get_input_buffer(kwargs["incremental_state"])["prev_key"]
             per_sentence_step[-1]["keys"].append(cached.flatten(1))
 
-    model.read_and_written = spy_read_memory
+    model.memory_and_write_shares = spy_memory_and_write_shares
     handle = attention.register_forward_hook(record_keys, with_kwargs=True)
     try:
         group = [s for s in batches(task, "test", max_tokens=1000) if s["position"].group == 0]
         _decode(task, model, group)
     finally:
         handle.remove()
-        del model.read_and_written
+        del model.memory_and_write_shares
 
     for record in per_sentence_step:
         slots, lanes, dim = record["given"].shape

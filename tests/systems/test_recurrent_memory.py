@@ -7,6 +7,7 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, refused_option, walk
 from memory_nmt.pipeline.option_ranges import OptionError
+from memory_nmt.pipeline.samples import read_sample
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.systems.recurrent_memory.memory import GATE_BIAS
 from memory_nmt.systems.recurrent_memory.model import memory_layer_indices
@@ -287,6 +288,33 @@ def test_an_addressed_write_replaces_the_slot_its_address_points_to_and_keeps_th
     assert torch.allclose(matched[2], new[0]) and torch.allclose(matched[[0, 1, 3]], keyed[[0, 1, 3]])
 
 
+def _charged_model(data_bin, update, rate, *options):
+    """A model whose writes' shares are set (``test_a_write_cost_charges...``): its task, model,
+    criterion, the share a sentence writes into each layer and the share's derivative by the
+    parameter named last."""
+    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--memory-update", update, "--memory-write-cost",
+                                      "0.5", "--memory-write-rate", str(rate), "--optimization-window", "3", *options)
+    with torch.no_grad():
+        for unit in model.memory_units().values():
+            if update == "queue":
+                unit.push_gate.weight.zero_()
+                unit.push_gate.bias.fill_(0.5)
+            else:
+                for linear in (unit.address_query, unit.retain):
+                    linear.weight.zero_()
+                    linear.bias.zero_()
+    if update == "queue":
+        share = torch.sigmoid(torch.tensor(0.5)).item()
+        return task, model, criterion, share, share * (1 - share), "push_gate"
+    return task, model, criterion, 4 / 5, -4 / 25, "retain"  # d/db of 4e^-b / (4e^-b + 1) at b = 0
+
+
+def _continuing_rows(steps):
+    """Rows of ``steps`` whose sentence continues a document (whose lane wrote a sentence before)."""
+    return sum(0 if step["position"].step == 0 else
+               int(step["continues"].sum()) if "continues" in step else step["lanes"].numel() for step in steps)
+
+
 @pytest.mark.parametrize("update, rate", [("queue", 0.0), ("addressed", 0.0), ("queue", 0.5), ("addressed", 0.9)])
 def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_it_wrote(data_bin, update, rate):
     """--memory-write-cost c: in training a step's loss gains c times how far the share of a new slot
@@ -297,28 +325,11 @@ def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_i
     which the cost then pushes up. The reads start at zero, so the token losses give the write no
     gradient: what its parameter gets is the cost's, c times the share's derivative a row, its sign
     that of the share's distance from the rate."""
-    cost = 0.5
-    task, model, criterion, _ = build(data_bin, *TINY_MODEL, "--memory-update", update, "--memory-write-cost",
-                                      str(cost), "--memory-write-rate", str(rate), "--optimization-window", "3")
-    units = model.memory_units()
-    with torch.no_grad():
-        for unit in units.values():
-            if update == "queue":
-                unit.push_gate.weight.zero_()
-                unit.push_gate.bias.fill_(0.5)
-            else:
-                for linear in (unit.address_query, unit.retain):
-                    linear.weight.zero_()
-                    linear.bias.zero_()
-    if update == "queue":
-        share = torch.sigmoid(torch.tensor(0.5)).item()
-        derivative, parameter = share * (1 - share), "push_gate"
-    else:
-        share, derivative, parameter = 4 / 5, -4 / 25, "retain"  # d/db of 4e^-b / (4e^-b + 1) at b = 0
+    task, model, criterion, share, derivative, parameter = _charged_model(data_bin, update, rate)
+    cost, units = model.args.memory_write_cost, model.memory_units()
     window = next(item["steps"] for item in batches(task, "train", max_tokens=60)
                   if len(item["steps"]) >= 3 and item["steps"][0]["position"].step == 0)
-    continuing = sum(int(step["continues"].sum()) if "continues" in step else step["lanes"].numel()
-                     for step in window[1:])
+    continuing = _continuing_rows(window)
     assert continuing > 0
     model.train()
     losses = {}
@@ -333,11 +344,29 @@ def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_i
     assert (losses[cost] - losses[0.0]).item() == pytest.approx(expected, rel=1e-4)
     for unit in units.values():
         assert getattr(unit, parameter).bias.grad.item() == pytest.approx(direction * cost * derivative * continuing, rel=1e-4)
+    criterion.carries = type(criterion.carries)()
+    _, _, first_step = criterion.forward_window(model, lane_steps(window[:1]))
+    assert first_step["context_cost"].item() == 0.0, "logged, as 0, where no sentence was written"
     model.eval()
     criterion.carries = type(criterion.carries)()
     with torch.no_grad():
         _, _, evaluated = criterion.forward_window(model, lane_steps(window))
     assert "context_cost" not in evaluated
+
+
+def test_a_write_cost_is_not_charged_again_for_the_steps_a_window_recomputes(data_bin):
+    """With --gradient-across-windows recompute, a window runs the window before's last step again
+    first: its writes were charged in that window, and the second window is charged for its own."""
+    task, model, criterion, share, _, _ = _charged_model(data_bin, "queue", 0.0, "--gradient-across-windows", "recompute")
+    items = batches(task, "train", max_tokens=60)
+    first, second = next((a, b) for a, b in zip(items, items[1:])
+                         if a["steps"][0]["position"].step == 0 and b["steps"][0]["position"].group
+                         == a["steps"][0]["position"].group and _continuing_rows(b["steps"]))
+    model.train()
+    for window in (first, second):
+        _, _, log = criterion.train_on(model, read_sample(window), backward=lambda loss: loss.backward())
+        expected = model.args.memory_write_cost * share * _continuing_rows(window["steps"]) * len(model.memory_units())
+        assert log["context_cost"].item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_a_write_cost_is_refused_for_an_update_without_a_new_slot_and_a_rate_without_a_cost(data_bin):

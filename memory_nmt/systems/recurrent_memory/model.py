@@ -257,12 +257,12 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         and reads the initial memory, as every row does with no carry. (Its carry holds the
         initial memory too, ``starting_carry``; it is taken from the units here so that its
         gradient reaches them by the same sums whichever rows share the batch.)"""
-        return self.read_and_written(carry, lanes)[0]
+        return self.memory_and_write_shares(carry, lanes)[0]
 
-    def read_and_written(self, carry: Optional[MemoryCarry], lanes: int) -> Tuple[Dict[str, Tensor], Dict[str, Tensor]]:
+    def memory_and_write_shares(self, carry: Optional[MemoryCarry], lanes: int) -> Tuple[Dict[str, Tensor], Dict[str, Tensor]]:
         """``read_memory``'s memory, and for each memory layer whose update writes a new slot
         (``MemoryWrite``), the share of it that each row with a previous sentence wrote (one
-        value a row that wrote; none where no row did)."""
+        value a row that wrote; no layer where no row did)."""
         units = self.memory_units()
         written = carry.rows_with_sentence() if carry is not None else None
         if written is not None and written.numel() == lanes:
@@ -297,19 +297,20 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
     def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
         """The memory each row reads (``read_memory``); in training with ``--memory-write-cost``,
         its cost (``write_cost``)."""
-        memory, shares = self.read_and_written(carry, carry.lanes.numel())
-        cost = self.write_cost(shares) if self.training and self.args.memory_write_cost else None
+        memory, shares = self.memory_and_write_shares(carry, carry.lanes.numel())
+        cost = None
+        if self.training and self.args.memory_write_cost:
+            cost = self.write_cost(shares, next(iter(memory.values())))
         return SentenceContext(inputs={"memory": memory}, kept=memory, cost=cost)
 
-    def write_cost(self, shares: Dict[str, Tensor]) -> Optional[Tensor]:
-        """``--memory-write-cost`` times how far the share of a new slot the step's sentences wrote
-        into each memory layer is from ``--memory-write-rate`` a sentence, either way (None: nothing
-        written)."""
-        if not shares:
-            return None
+    def write_cost(self, shares: Dict[str, Tensor], memory: Tensor) -> Tensor:
+        """``--memory-write-cost`` times how far the share of a new slot this forward pass's sentences
+        wrote into each memory layer is from ``--memory-write-rate`` a sentence, either way; 0 (on
+        ``memory``'s device) where none wrote, so that every training pass logs the cost alike (fairseq
+        sums the logs of several workers key by key)."""
         rate = self.args.memory_write_rate
         off = [torch.abs(share.sum() - rate * share.numel()) for share in shares.values()]
-        return self.args.memory_write_cost * sum(off)
+        return self.args.memory_write_cost * sum(off) if off else memory.new_zeros(())
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
         """The memory the sentence read (detached, the paper's rule, unless ``--memory-gradient
@@ -400,17 +401,17 @@ class RecurrentMemoryOptions(SystemOptions):
     )
     memory_write_cost: float = field(
         default=0.0,
-        metadata={"help": "in training (not in the paper), a cost added to the loss for each sentence written into "
-                  "the memory: this many times the share of a new slot it writes, summed over the memory layers "
-                  "(--memory-update queue: the share it is pushed in; addressed: the shares it is written in), in "
-                  "the units of a token's loss, so that a sentence is written only where later losses pay for it. "
-                  "Default: 0, no cost",
+        metadata={"help": "in training (not in the paper), a cost added to the loss of each forward pass: this many "
+                  "times how far the share of a new slot its sentences wrote into each memory layer (--memory-update "
+                  "queue: the share a sentence is pushed in; addressed: the shares it is written in) is from "
+                  "--memory-write-rate a sentence, either way, summed over the memory layers, in the units of a "
+                  "token's loss (at rate 0, every write charged). Default: 0, no cost",
                   "range": Range(0)},
     )
     memory_write_rate: float = field(
         default=0.0,
         metadata={"help": "with --memory-write-cost, the share of a new slot a sentence writes into a memory layer "
-                  "on average that costs nothing: a training step is charged for how far what its sentences wrote "
+                  "on average that costs nothing: a forward pass is charged for how far what its sentences wrote "
                   "is from it, either way, so that the sentences compete for what the memory lets in rather than "
                   "every write closing (0.1: a tenth of the sentences written in whole). Default: 0, every write "
                   "charged",
