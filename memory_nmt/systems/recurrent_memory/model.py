@@ -309,8 +309,8 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         ``memory``'s device) where none wrote, so that every training pass logs the cost alike (fairseq
         sums the logs of several workers key by key)."""
         rate = self.args.memory_write_rate
-        off = [torch.abs(share.sum() - rate * share.numel()) for share in shares.values()]
-        return self.args.memory_write_cost * sum(off) if off else memory.new_zeros(())
+        off = (torch.abs(share.sum() - rate * share.numel()) for share in shares.values())
+        return self.args.memory_write_cost * sum(off, memory.new_zeros(()))
 
     def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
         """The memory the sentence read (detached, the paper's rule, unless ``--memory-gradient
