@@ -224,6 +224,7 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
 
     carries_states = True  # the memory and the sentence's states a later sentence's loss reaches
     packs_rows = True
+    num_updates = 0  # the updates trained so far, which fairseq's trainer and the task set (``set_num_updates``)
 
     @classmethod
     def add_args(cls, parser):
@@ -247,6 +248,10 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         return RecurrentMemoryTransformerDecoder(
             cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
         )
+
+    def set_num_updates(self, num_updates):
+        super().set_num_updates(num_updates)
+        self.num_updates = num_updates
 
     def memory_units(self) -> Dict[str, RecurrentMemory]:
         return {**self.encoder.memory_units(), **self.decoder.memory_units()}
@@ -296,7 +301,7 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
 
     def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
         """The memory each row reads (``read_memory``); in training with ``--memory-write-cost``,
-        its cost (``write_cost``)."""
+        its cost (``write_cost``; 0 before update ``--memory-write-cost-from-update``)."""
         memory, shares = self.memory_and_write_shares(carry, carry.lanes.numel())
         cost = None
         if self.training and self.args.memory_write_cost:
@@ -306,8 +311,11 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
     def write_cost(self, shares: Dict[str, Tensor], memory: Tensor) -> Tensor:
         """``--memory-write-cost`` times how far the share of a new slot this forward pass's sentences
         wrote into each memory layer is from ``--memory-write-rate`` a sentence, either way; 0 (on
-        ``memory``'s device) where none wrote, so that every training pass logs the cost alike (fairseq
-        sums the logs of several workers key by key)."""
+        ``memory``'s device) where none wrote, or before update ``--memory-write-cost-from-update``, so
+        that every training pass logs the cost alike (fairseq sums the logs of several workers key by
+        key)."""
+        if self.num_updates < self.args.memory_write_cost_from_update:
+            return memory.new_zeros(())
         rate = self.args.memory_write_rate
         off = (torch.abs(share.sum() - rate * share.numel()) for share in shares.values())
         return self.args.memory_write_cost * sum(off, memory.new_zeros(()))
@@ -417,6 +425,14 @@ class RecurrentMemoryOptions(SystemOptions):
                   "charged",
                   "range": Range(0, 1)},
     )
+    memory_write_cost_from_update: int = field(
+        default=0,
+        metadata={"help": "with --memory-write-cost, the update from which the cost is charged (fairseq's update "
+                  "count, which a resumed run carries on): before it the memory trains without the cost, so that "
+                  "the reads learn to use what is written before the writes are charged. Default: 0, charged "
+                  "from the first update",
+                  "range": Range(0)},
+    )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
         default="stopped",
         metadata={"help": "in training, which later losses train a sentence's write into the memory: 'stopped', "
@@ -445,6 +461,12 @@ class RecurrentMemoryOptions(SystemOptions):
             raise OptionError(
                 f"--memory-write-rate {args.memory_write_rate} without --memory-write-cost: the rate is where the "
                 "cost is nothing; give --memory-write-cost too, or leave --memory-write-rate out"
+            )
+        if args.memory_write_cost_from_update and not args.memory_write_cost:
+            raise OptionError(
+                f"--memory-write-cost-from-update {args.memory_write_cost_from_update} without --memory-write-cost: "
+                "it says when the cost starts; give --memory-write-cost too, or leave "
+                "--memory-write-cost-from-update out"
             )
         for side in ("encoder", "decoder"):
             if args.memory_sides in ("both", side):
