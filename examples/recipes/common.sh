@@ -92,6 +92,8 @@ fi                                      # the time-to-quality measurement did (d
 : "${LOCAL_GLOBAL_MAX_TOKENS:=8192}"    # its training batches hold whole chunks, and decoding encodes a
                                         # whole chunk with its first sentence: a chunk's sentences times
                                         # its widest must fit (5,320 on the CPU preset's documents)
+: "${COMPARED:=sentence_continued concat amn local_global}"   # what the compare step trains and sets
+                                        # beside the sentence and memory models (any of these four)
 : "${COMPARE_LENGTHS:=10,100,1000}"     # document lengths whose decoding peak memory is measured
 : "${COMPARE_CONTRASTIVE:=}"            # a contrastive test set, e.g. "voita deixis_test.json"
 : "${ABLATIONS:=both:0,1 both:2,3 both:4,5 both:5 encoder:5 decoder:5}"   # Table 3 (6 layers): SIDES:LAYERS
@@ -134,6 +136,12 @@ if [[ -n $SPM_MODEL ]]; then  # how fairseq-generate's D- lines and the comparis
 else
     DETOKENIZE_ARGS=(--post-process subword_nmt --tokenizer moses)
 fi
+declare -A FINETUNE_COMPARED=([sentence_continued]=continue_sentence [concat]=finetune_concat
+                               [amn]=finetune_amn [local_global]=finetune_local_global)
+for name in $COMPARED; do
+    [[ -n ${FINETUNE_COMPARED[$name]:-} ]] \
+        || fail "COMPARED: '$name': give some of sentence_continued concat amn local_global, separated by spaces"
+done
 for ablation in $ABLATIONS; do
     [[ $ablation =~ ^(both|encoder|decoder):-?[0-9]+(,-?[0-9]+)*$ ]] \
         || fail "ABLATIONS: '$ablation': give SIDES:LAYERS with SIDES both, encoder or decoder and" \
@@ -452,22 +460,22 @@ compare() {
     mv "$output.partial" "$output"
 }
 
-# The memory model's comparison: the concatenation, Associated Memory Network and local+global
-# models and the sentence control finetuned for its budget, all six translated and scored, then
-# compared side by side.
+# The memory model's comparison: the systems of COMPARED (by default the sentence control, the
+# concatenation, Associated Memory Network and local+global models) finetuned for its budget,
+# translated and scored, then compared side by side with the sentence and memory models.
 compare_recipe() {
-    finetune_concat
-    finetune_amn
-    finetune_local_global
-    continue_sentence
-    check_equal_budgets memory concat amn local_global sentence_continued
-    local name
-    for name in sentence_continued concat amn local_global; do
+    local name compared
+    split_words compared "$COMPARED"
+    for name in "${compared[@]}"; do
+        "${FINETUNE_COMPARED[$name]}"
+    done
+    check_equal_budgets memory "${compared[@]}"
+    for name in "${compared[@]}"; do
         generate "$name"
         score "$name"
     done
-    results_table sentence sentence_continued concat amn local_global memory
-    compare sentence sentence_continued concat amn local_global memory
+    results_table sentence "${compared[@]}" memory
+    compare sentence "${compared[@]}" memory
 }
 
 # Download URL to PATH unless PATH exists (through PATH.partial, so a cut download is redone).

@@ -295,3 +295,12 @@ def test_ablations_run_only_when_named_and_are_checked_first(tmp_path):
                              capture_output=True, text=True)
     assert refused.returncode != 0 and "ABLATIONS: 'sideways:1': give SIDES:LAYERS" in refused.stderr
     assert "== prepare" not in refused.stderr
+
+
+def test_compared_systems_are_checked_before_any_step(tmp_path):
+    refused = subprocess.run(["bash", str(RECIPES / "news.sh"), "--steps", "prepare"],
+                             env={**os.environ, "WORK_DIR": str(tmp_path), "COMPARED": "concat transformer"},
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "COMPARED: 'transformer': give some of sentence_continued concat amn " \
+        "local_global" in refused.stderr
+    assert "== prepare" not in refused.stderr
