@@ -224,7 +224,7 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
 
     carries_states = True  # the memory and the sentence's states a later sentence's loss reaches
     packs_rows = True
-    num_updates = 0  # the updates trained so far, which fairseq's trainer and the task set (``set_num_updates``)
+    num_updates = 0  # the updates trained so far, set by the task before each update (``set_num_updates``)
 
     @classmethod
     def add_args(cls, parser):
