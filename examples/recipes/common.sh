@@ -92,8 +92,9 @@ fi                                      # the time-to-quality measurement did (d
 : "${LOCAL_GLOBAL_MAX_TOKENS:=8192}"    # its training batches hold whole chunks, and decoding encodes a
                                         # whole chunk with its first sentence: a chunk's sentences times
                                         # its widest must fit (5,320 on the CPU preset's documents)
-: "${COMPARED:=sentence_continued concat amn local_global}"   # what the compare step trains and sets
-                                        # beside the sentence and memory models (any of these four)
+: "${COMPARED=sentence_continued concat amn local_global}"   # what the compare step trains and sets
+                                        # beside the sentence and memory models (some of these four;
+                                        # empty: those two alone)
 : "${COMPARE_LENGTHS:=10,100,1000}"     # document lengths whose decoding peak memory is measured
 : "${COMPARE_CONTRASTIVE:=}"            # a contrastive test set, e.g. "voita deixis_test.json"
 : "${ABLATIONS:=both:0,1 both:2,3 both:4,5 both:5 encoder:5 decoder:5}"   # Table 3 (6 layers): SIDES:LAYERS
@@ -138,9 +139,14 @@ else
 fi
 declare -A FINETUNE_COMPARED=([sentence_continued]=continue_sentence [concat]=finetune_concat
                                [amn]=finetune_amn [local_global]=finetune_local_global)
-for name in $COMPARED; do
+declare -A NAMED_COMPARED=()
+read -r -a compared_names <<< "$COMPARED"
+for name in "${compared_names[@]}"; do
     [[ -n ${FINETUNE_COMPARED[$name]:-} ]] \
-        || fail "COMPARED: '$name': give some of sentence_continued concat amn local_global, separated by spaces"
+        || fail "COMPARED: '$name': give some of sentence_continued concat amn local_global, separated by" \
+            "spaces (the sentence and memory models are always compared)"
+    [[ -z ${NAMED_COMPARED[$name]:-} ]] || fail "COMPARED: '$name' is named twice; name each system once"
+    NAMED_COMPARED[$name]=1
 done
 for ablation in $ABLATIONS; do
     [[ $ablation =~ ^(both|encoder|decoder):-?[0-9]+(,-?[0-9]+)*$ ]] \

@@ -17,9 +17,10 @@
 #              the checkpoint's language tokens where its task put them (SENTENCE_ARGS: its budget);
 #              then the memory model finetuned from stage one
 #   generate, score   both translated and scored (WORK_DIR/results.md)
-#   compare    the concatenation model, the Associated Memory Network and the local+global model
-#              finetuned from stage one and the sentence model trained on, each for the memory
-#              model's FINETUNE_EPOCHS epochs, all six compared (WORK_DIR/compare.txt)
+#   compare    the systems of COMPARED (by default the concatenation model, the Associated Memory
+#              Network and the local+global model finetuned from stage one, and the sentence model
+#              trained on), each for the memory model's FINETUNE_EPOCHS epochs, compared with the
+#              sentence and memory models (WORK_DIR/compare.txt)
 # The model's shape (MODEL_ARGS) and language options (LANGUAGE_ARGS, given to every fairseq-train
 # and fairseq-generate) are read from PRETRAINED by memory-nmt-checkpoint-options; a checkpoint whose
 # task read its languages from a file needs LANG_DICT (mBART-50's ML50_langs.txt); LANGUAGE_ARGS set

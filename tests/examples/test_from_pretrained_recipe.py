@@ -62,14 +62,15 @@ def from_pretrained_run(tmp_path_factory):
     return work, str(environment["PRETRAINED"]), str(lang_dict)
 
 
-def test_from_pretrained_finetunes_every_system_from_the_checkpoint(from_pretrained_run):
+def test_from_pretrained_finetunes_the_compared_systems_from_the_checkpoint(from_pretrained_run):
     """Every system is built in the pretrained checkpoint's shape (its pre-norm layers, learned
     positions and embedding norm read from it) on data with its dictionary, sentencepiece pieces and
     language tokens (its task's placement, its languages from the file): stage one is finetuned from the
-    checkpoint, the memory model and the system of COMPARED (the concatenation model; every system from
-    such a checkpoint: test_language_tokens.py) from stage one, each for the same budget, and the three
-    reach the results table and the comparison, their output free of pieces and language tokens; the
-    systems COMPARED leaves out are not trained."""
+    checkpoint, the memory model and the system of COMPARED (the concatenation model) from stage one,
+    each for the same budget, and the three reach the results table and the comparison, their output
+    free of pieces and language tokens; the systems COMPARED leaves out are not trained. (Each system
+    finetuned from such a checkpoint by fairseq-train: test_language_tokens.py; the recipe's steps for
+    the other three, from a checkpoint of the recipe's own: test_recipes.py.)"""
     work, pretrained, lang_dict = from_pretrained_run
     prepared = text_lines(work / "prep" / "train.en")
     assert all("▁" in line for line in prepared) and not any("@@" in line for line in prepared)

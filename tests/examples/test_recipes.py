@@ -297,10 +297,13 @@ def test_ablations_run_only_when_named_and_are_checked_first(tmp_path):
     assert "== prepare" not in refused.stderr
 
 
-def test_compared_systems_are_checked_before_any_step(tmp_path):
+@pytest.mark.parametrize("compared, message", [
+    ("concat transformer", "COMPARED: 'transformer': give some of sentence_continued concat amn local_global"),
+    ("concat amn concat", "COMPARED: 'concat' is named twice; name each system once"),
+])
+def test_compared_systems_are_checked_before_any_step(tmp_path, compared, message):
     refused = subprocess.run(["bash", str(RECIPES / "news.sh"), "--steps", "prepare"],
-                             env={**os.environ, "WORK_DIR": str(tmp_path), "COMPARED": "concat transformer"},
+                             env={**os.environ, "WORK_DIR": str(tmp_path), "COMPARED": compared},
                              capture_output=True, text=True)
-    assert refused.returncode != 0 and "COMPARED: 'transformer': give some of sentence_continued concat amn " \
-        "local_global" in refused.stderr
+    assert refused.returncode != 0 and message in refused.stderr, refused.stderr
     assert "== prepare" not in refused.stderr

@@ -1,8 +1,11 @@
 """transformer_recurrent_memory: equal to a plain transformer given its weights; a sentence's
 output depends on earlier sentences of its own document and on nothing else."""
 
+from argparse import Namespace
+
 import pytest
 import torch
+from fairseq.optim.sgd import SGD
 from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, refused_option, walk
@@ -370,24 +373,24 @@ def test_a_write_cost_is_not_charged_again_for_the_steps_a_window_recomputes(dat
 
 
 def test_a_write_cost_from_an_update_on_charges_nothing_before_it(data_bin):
-    """--memory-write-cost-from-update n: the updates before n train without the cost (logged as 0,
-    the gate given no gradient, the reads starting at zero); from update n on, as from the first."""
+    """--memory-write-cost-from-update n: the updates before n (fairseq's count of updates done, which
+    the task's train_step gives the model) train without the cost (logged as 0, the gate given no
+    gradient, the reads starting at zero); from update n on, as from the first."""
     task, model, criterion, share, _, _ = _charged_model(data_bin, "queue", 0.0, "--memory-write-cost-from-update", "2")
-    window = next(item["steps"] for item in batches(task, "train", max_tokens=60)
-                  if len(item["steps"]) >= 3 and item["steps"][0]["position"].step == 0)
-    expected = model.args.memory_write_cost * share * _continuing_rows(window) * len(model.memory_units())
-    model.train()
+    item = next(item for item in batches(task, "train", max_tokens=60)
+                if len(item["steps"]) >= 3 and item["steps"][0]["position"].step == 0)
+    expected = model.args.memory_write_cost * share * _continuing_rows(item["steps"]) * len(model.memory_units())
+    optimizer = SGD(Namespace(lr=[0.0], momentum=0.0, weight_decay=0.0), model.parameters())
     for update, charged in ((0, 0.0), (1, 0.0), (2, expected), (5, expected)):
-        model.set_num_updates(update)
         model.zero_grad()
         criterion.carries = type(criterion.carries)()
-        _, _, log = criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
+        _, _, log = task.train_step(item, model, criterion, optimizer, update)
         assert log["context_cost"].item() == pytest.approx(charged, rel=1e-5), update
         gate_gradients = [unit.push_gate.bias.grad for unit in model.memory_units().values()]
         assert all((g is not None and g.abs().item() > 0) == bool(charged) for g in gate_gradients), update
 
 
-def test_a_write_cost_is_refused_for_an_update_without_a_new_slot_and_a_rate_without_a_cost(data_bin):
+def test_a_write_cost_is_refused_for_an_update_without_a_new_slot_and_a_rate_or_start_without_a_cost(data_bin):
     with pytest.raises(OptionError, match="^--memory-write-cost 1.0 with --memory-update gated: the cost is on the share of a new slot"):
         build(data_bin, *TINY_MODEL, "--memory-update", "gated", "--memory-write-cost", "1")
     with pytest.raises(OptionError, match="^--memory-write-rate 0.1 without --memory-write-cost: the rate is"):

@@ -301,7 +301,7 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
 
     def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
         """The memory each row reads (``read_memory``); in training with ``--memory-write-cost``,
-        its cost (``write_cost``; 0 before update ``--memory-write-cost-from-update``)."""
+        its cost (``write_cost``; 0 until ``--memory-write-cost-from-update`` updates are done)."""
         memory, shares = self.memory_and_write_shares(carry, carry.lanes.numel())
         cost = None
         if self.training and self.args.memory_write_cost:
@@ -311,9 +311,9 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
     def write_cost(self, shares: Dict[str, Tensor], memory: Tensor) -> Tensor:
         """``--memory-write-cost`` times how far the share of a new slot this forward pass's sentences
         wrote into each memory layer is from ``--memory-write-rate`` a sentence, either way; 0 (on
-        ``memory``'s device) where none wrote, or before update ``--memory-write-cost-from-update``, so
-        that every training pass logs the cost alike (fairseq sums the logs of several workers key by
-        key)."""
+        ``memory``'s device) where none wrote, or until ``--memory-write-cost-from-update`` updates are
+        done, so that every training pass logs the cost alike (fairseq sums the logs of several workers
+        key by key)."""
         if self.num_updates < self.args.memory_write_cost_from_update:
             return memory.new_zeros(())
         rate = self.args.memory_write_rate
@@ -427,10 +427,10 @@ class RecurrentMemoryOptions(SystemOptions):
     )
     memory_write_cost_from_update: int = field(
         default=0,
-        metadata={"help": "with --memory-write-cost, the update from which the cost is charged (fairseq's update "
-                  "count, which a resumed run carries on): before it the memory trains without the cost, so that "
-                  "the reads learn to use what is written before the writes are charged. Default: 0, charged "
-                  "from the first update",
+        metadata={"help": "with --memory-write-cost, charge the cost once this many updates are done (fairseq's "
+                  "count of updates, which a resumed run carries on and --reset-optimizer starts again at 0): "
+                  "before, the memory trains without the cost, so that the reads learn to use what is written "
+                  "before the writes are charged. Default: 0, charged from the first update",
                   "range": Range(0)},
     )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
