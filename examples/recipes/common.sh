@@ -140,8 +140,8 @@ fi
 declare -A FINETUNE_COMPARED=([sentence_continued]=continue_sentence [concat]=finetune_concat
                                [amn]=finetune_amn [local_global]=finetune_local_global)
 declare -A NAMED_COMPARED=()
-read -r -a compared_names <<< "$COMPARED"
-for name in "${compared_names[@]}"; do
+read -r -a COMPARED_SYSTEMS <<< "$COMPARED"   # checked here, run by compare_recipe
+for name in "${COMPARED_SYSTEMS[@]}"; do
     [[ -n ${FINETUNE_COMPARED[$name]:-} ]] \
         || fail "COMPARED: '$name': give some of sentence_continued concat amn local_global, separated by" \
             "spaces (the sentence and memory models are always compared)"
@@ -470,18 +470,17 @@ compare() {
 # concatenation, Associated Memory Network and local+global models) finetuned for its budget,
 # translated and scored, then compared side by side with the sentence and memory models.
 compare_recipe() {
-    local name compared
-    split_words compared "$COMPARED"
-    for name in "${compared[@]}"; do
+    local name
+    for name in "${COMPARED_SYSTEMS[@]}"; do
         "${FINETUNE_COMPARED[$name]}"
     done
-    check_equal_budgets memory "${compared[@]}"
-    for name in "${compared[@]}"; do
+    check_equal_budgets memory "${COMPARED_SYSTEMS[@]}"
+    for name in "${COMPARED_SYSTEMS[@]}"; do
         generate "$name"
         score "$name"
     done
-    results_table sentence "${compared[@]}" memory
-    compare sentence "${compared[@]}" memory
+    results_table sentence "${COMPARED_SYSTEMS[@]}" memory
+    compare sentence "${COMPARED_SYSTEMS[@]}" memory
 }
 
 # Download URL to PATH unless PATH exists (through PATH.partial, so a cut download is redone).

@@ -318,6 +318,12 @@ def _continuing_rows(steps):
                int(step["continues"].sum()) if "continues" in step else step["lanes"].numel() for step in steps)
 
 
+def _first_window(task):
+    """The first training window of 3 sentence steps or more that starts its documents."""
+    return next(item for item in batches(task, "train", max_tokens=60)
+                if len(item["steps"]) >= 3 and item["steps"][0]["position"].step == 0)
+
+
 @pytest.mark.parametrize("update, rate", [("queue", 0.0), ("addressed", 0.0), ("queue", 0.5), ("addressed", 0.9)])
 def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_it_wrote(data_bin, update, rate):
     """--memory-write-cost c: in training a step's loss gains c times how far the share of a new slot
@@ -330,8 +336,7 @@ def test_a_write_cost_charges_each_continuing_sentence_the_share_of_a_new_slot_i
     that of the share's distance from the rate."""
     task, model, criterion, share, derivative, parameter = _charged_model(data_bin, update, rate)
     cost, units = model.args.memory_write_cost, model.memory_units()
-    window = next(item["steps"] for item in batches(task, "train", max_tokens=60)
-                  if len(item["steps"]) >= 3 and item["steps"][0]["position"].step == 0)
+    window = _first_window(task)["steps"]
     continuing = _continuing_rows(window)
     assert continuing > 0
     model.train()
@@ -377,8 +382,7 @@ def test_a_write_cost_from_an_update_on_charges_nothing_before_it(data_bin):
     the task's train_step gives the model) train without the cost (logged as 0, the gate given no
     gradient, the reads starting at zero); from update n on, as from the first."""
     task, model, criterion, share, _, _ = _charged_model(data_bin, "queue", 0.0, "--memory-write-cost-from-update", "2")
-    item = next(item for item in batches(task, "train", max_tokens=60)
-                if len(item["steps"]) >= 3 and item["steps"][0]["position"].step == 0)
+    item = _first_window(task)
     expected = model.args.memory_write_cost * share * _continuing_rows(item["steps"]) * len(model.memory_units())
     optimizer = SGD(Namespace(lr=[0.0], momentum=0.0, weight_decay=0.0), model.parameters())
     for update, charged in ((0, 0.0), (1, 0.0), (2, expected), (5, expected)):

@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from ...pipeline.option_ranges import OptionError, Range
+from ...pipeline.option_ranges import OptionError, Range, flag_of
 from ...pipeline.packing import PackedRows
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
@@ -457,17 +457,12 @@ class RecurrentMemoryOptions(SystemOptions):
                 f"on the share of a new slot a sentence writes, which --memory-update {' or '.join(NEW_SLOT_UPDATES)} "
                 "gives; give one of them, or leave --memory-write-cost out"
             )
-        if args.memory_write_rate and not args.memory_write_cost:
-            raise OptionError(
-                f"--memory-write-rate {args.memory_write_rate} without --memory-write-cost: the rate is where the "
-                "cost is nothing; give --memory-write-cost too, or leave --memory-write-rate out"
-            )
-        if args.memory_write_cost_from_update and not args.memory_write_cost:
-            raise OptionError(
-                f"--memory-write-cost-from-update {args.memory_write_cost_from_update} without --memory-write-cost: "
-                "it says when the cost starts; give --memory-write-cost too, or leave "
-                "--memory-write-cost-from-update out"
-            )
+        for name, what in (("memory_write_rate", "the rate is where the cost is nothing"),
+                           ("memory_write_cost_from_update", "it says when the cost starts")):
+            if getattr(args, name) and not args.memory_write_cost:
+                flag = flag_of(name)
+                raise OptionError(f"{flag} {getattr(args, name)} without --memory-write-cost: {what}; give "
+                                  f"--memory-write-cost too, or leave {flag} out")
         for side in ("encoder", "decoder"):
             if args.memory_sides in ("both", side):
                 memory_layer_indices(args.memory_layers, getattr(args, f"{side}_layers"))
