@@ -17,7 +17,7 @@ document-level MT papers (G-Transformer among them), reports BLEU on Moses-token
 the BPE removed (multi-bleu.perl); --tokenized-reference adds those, clearly labelled: the H-
 lines (the model's tokens, as fairseq-generate's --post-process subword_nmt leaves them) against
 the reference as the model's data has it (a recipe's WORK_DIR/prep/test.de) with its subwords
-undone by fairseq's own ``post_process`` (the function behind --post-process; BPE data takes
+undone as fairseq's ``post_process`` undoes them (the function behind --post-process; BPE data takes
 --post-process subword_nmt here as in fairseq-generate), scored by
 sacrebleu without its own tokenization (tok:none). They compare with the paper's numbers, not
 with sacreBLEU's. Data segmented with a pretrained checkpoint's sentencepiece model

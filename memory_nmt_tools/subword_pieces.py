@@ -1,6 +1,6 @@
 """Text that still holds subword pieces: telling BPE's and sentencepiece's from ordinary text, and
-refusing such text or undoing it with fairseq's own ``post_process`` (the function behind
-fairseq-generate's ``--post-process``), for the tools that score translations.
+refusing such text or undoing it as fairseq's ``post_process`` (the function behind
+fairseq-generate's ``--post-process``) does, for the tools that score translations.
 
 The scoring tools read text that should be free of the data's segmentation: fairseq-generate's
 hypotheses and references (which its ``--post-process`` joins back into words) and raw
@@ -16,9 +16,11 @@ segmentation gives a whole line (``segmentation_of``):
 A ``▁`` or ``@@`` elsewhere in ordinary text (inside a word, or one alone within a line) is text
 and left alone. The lines of one side (the hypotheses of a fairseq-generate run, a reference
 file) with one line in pieces are in pieces throughout, as fairseq-generate writes them all
-alike: ``without_pieces`` undoes every line with ``post_process``, which also joins the pieces of a
-line that holds no mark, as fairseq-generate's ``--post-process`` would have, or refuses them,
-naming the file and line and what to do.
+alike: ``without_pieces`` undoes every line as ``post_process`` does (``UNDO``: its two string
+replacements, here so that a scoring process need not import fairseq, seconds of CPU, for them;
+tests/tools/test_document_bleu.py pins them to fairseq's), which also joins the pieces of a line
+that holds no mark, as fairseq-generate's ``--post-process`` would have, or refuses them, naming
+the file and line and what to do.
 
 A fairseq dictionary is a segmentation's (``dictionary_segmentation``) when at least one of its
 symbols in twenty, fairseq's special symbols left out, has that segmentation's mark: begins with
@@ -35,6 +37,10 @@ BPE_JOIN = re.compile(r"\S@@(?: |$)")
 SENTENCEPIECE_MARK = "\u2581"
 DICTIONARY_SHARE = 20  # one symbol in this many carrying a segmentation's mark makes the dictionary that segmentation's
 EXCERPT = 40  # characters of a line in pieces shown in the refusal
+UNDO = {  # each segmentation's undoing, as fairseq.data.data_utils.post_process does it
+    "subword_nmt": lambda line: (line + " ").replace("@@ ", "").rstrip(),
+    "sentencepiece": lambda line: line.replace(" ", "").replace(SENTENCEPIECE_MARK, " ").strip(),
+}
 
 
 class SubwordPiecesError(TextFileError):
@@ -64,7 +70,7 @@ def without_pieces(lines, post_process, locate, fix, undo_option=None):
     """``lines`` (one side: a run's hypotheses, a reference file) as words.
 
     None in pieces: the lines as they are. In the pieces of ``post_process`` (the segmentation the
-    user named): every line undone with fairseq's ``post_process``. Otherwise ``SubwordPiecesError``
+    user named): every line undone as fairseq's ``post_process`` does (``UNDO``). Otherwise ``SubwordPiecesError``
     naming the first line in pieces (``locate(index)``: "FILE:LINE" and what the line is) and, when
     ``post_process`` was not given, ``fix`` (with ``{0}``, the segmentation found), then ``undo_option``
     (the option of the tool that undoes them) if the tool has one.

@@ -17,6 +17,7 @@ from sacrebleu.metrics import BLEU
 
 from conftest import REPO, script_in_process
 from memory_nmt_tools import document_bleu
+from memory_nmt_tools.subword_pieces import UNDO
 
 SCRIPT = REPO / "scripts" / "document_bleu.py"
 
@@ -188,6 +189,15 @@ def test_in_pieces_is_undone_by_fairseqs_post_process():
     assert in_pieces(REFERENCES[0], "subword_nmt") == "Th@@ e ca@@ t sa@@ t on th@@ e ma@@ t."
     for segmentation in ("sentencepiece", "subword_nmt"):
         assert [post_process(in_pieces(line, segmentation), segmentation) for line in REFERENCES] == REFERENCES
+
+
+def test_the_scoring_tools_undo_pieces_as_fairseqs_post_process_does():
+    """``subword_pieces.UNDO`` (which spares a scoring process fairseq's import) is fairseq's
+    ``post_process``, on pieces, edges of lines and marks inside words alike."""
+    lines = [in_pieces(line, segmentation) for line in REFERENCES for segmentation in UNDO]
+    lines += ["", " ", "a@@", "a@@  b", "x@@y z", "  \u2581a  \u2581b ", "a\u2581b", "\u2581", "@@ @@"]
+    for segmentation, undo in UNDO.items():
+        assert [undo(line) for line in lines] == [post_process(line, segmentation) for line in lines], segmentation
 
 
 def line_of(generated, prefix):
