@@ -4,7 +4,6 @@ fairseq-train, where only the memory model can tell the right pronoun."""
 import json
 import re
 import shutil
-import sys
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -14,7 +13,10 @@ from fairseq.data import Dictionary
 from fairseq.data.data_utils import post_process
 from fairseq.sequence_scorer import SequenceScorer
 
-from conftest import PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, run, walk
+from conftest import (
+    PLUGIN, REPO, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, make_reads_nonzero, preprocess, run,
+    script_in_process, walk,
+)
 from memory_nmt.evaluation.contrastive import (
     ContrastiveDataError,
     ContrastiveItem,
@@ -423,9 +425,8 @@ def trained(tmp_path_factory):
     120, trained with one thread, the memory model missed 1 of the 40 pronouns: too thin a margin)."""
     root = tmp_path_factory.mktemp("contrastive")
     synthetic_documents.write_documents(pronoun_documents(600, seed=1), str(root / "raw" / "train"))
-    run([fairseq_command("fairseq-preprocess"), "--source-lang", "en", "--target-lang", "de",
-         "--trainpref", str(root / "raw" / "train.flat"), "--destdir", str(root / "bin"),
-         "--joined-dictionary", "--workers", "1"])
+    preprocess("--source-lang", "en", "--target-lang", "de", "--trainpref", str(root / "raw" / "train.flat"),
+               "--destdir", str(root / "bin"), "--joined-dictionary", "--workers", "1")
     shutil.copy(root / "raw" / "train.docids", root / "bin" / "train.en-de.docids")
     for name, arguments in MODELS.items():
         run([fairseq_command("fairseq-train"), str(root / "bin"), *arguments, *TRAINING,
@@ -433,13 +434,14 @@ def trained(tmp_path_factory):
     return root
 
 
-def test_only_the_memory_model_tells_the_pronoun(trained):
+def test_only_the_memory_model_tells_the_pronoun(trained, monkeypatch, capsys):
     items = trained / "pronouns.json"
     items.write_text(json.dumps(synthetic_documents.contrastive_items(pronoun_documents(40, seed=2))))
-    result = run([sys.executable, str(REPO / "scripts" / "contrastive_eval.py"), "--json", "--cpu",
-                  "--path", str(trained / "memory" / "checkpoint_last.pt"), "--data", str(trained / "bin"),
-                  "--sentence-model", str(trained / "sentence" / "checkpoint_last.pt"),
-                  "--format", "voita", str(items)])
+    result = script_in_process(monkeypatch, capsys, REPO / "scripts" / "contrastive_eval.py", "--json", "--cpu",
+                               "--path", str(trained / "memory" / "checkpoint_last.pt"), "--data", str(trained / "bin"),
+                               "--sentence-model", str(trained / "sentence" / "checkpoint_last.pt"),
+                               "--format", "voita", str(items))
+    assert result.returncode == 0, result.stderr[-2000:]
     accuracy = json.loads(result.stdout)  # rows labelled by the checkpoints' architectures
     memory, sentence = accuracy["transformer_recurrent_memory_small"], accuracy["transformer"]
     assert memory["all"]["total"] == sentence["all"]["total"] == 40
