@@ -22,6 +22,7 @@ def test_preprocess_train_resume_generate_score(data_bin, memory_run, tmp_path):
     log = resumed.stderr + resumed.stdout
     assert re.search(r"Loaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 4 updates\)", log)
     assert "num_updates 8" in log
+    assert "resuming a run begun with other training options" not in log  # the same options: no warning
 
     generated = run([
         fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", str(PLUGIN),
@@ -114,26 +115,24 @@ def test_resuming_inside_a_group_replays_it_and_follows_the_same_losses(data_bin
 
 
 def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin, memory_run, tmp_path):
-    """Checkpoints saved inside an epoch (memory_run's, every 2 updates) resume; a resumed run that trains
-    with other plugin options than the run began with names them in a warning; resuming inside an epoch
+    """Checkpoints saved inside an epoch (memory_run's, every 2 updates) resume, and a resumed run that
+    trains with other plugin options than the run began with names them in a warning (with the same
+    options, test_preprocess_train_resume_generate_score's resume, none); resuming inside an epoch
     whose batches are now planned otherwise (another --optimization-window) is refused: the rest of the
     epoch would repeat or skip sentences."""
     save_dir = tmp_path / "checkpoints"
     shutil.copytree(memory_run[0], save_dir)
     arguments = [*MEMORY_RUN, "--save-dir", str(save_dir)]
     assert (save_dir / "checkpoint_1_2.pt").exists() and (save_dir / "checkpoint_1_4.pt").exists()
-    resumed = run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "6",
-                   "--restore-file", str(save_dir / "checkpoint_1_4.pt")])
-    log = resumed.stdout + resumed.stderr
-    assert re.search(r"Loaded checkpoint .*checkpoint_1_4\.pt \(epoch 1 @ 4 updates\)", log)
-    assert "num_updates 6" in log or "num_updates=6" in log
-    assert "resuming a run begun with other training options" not in log
-    other_gradient = run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "5",
+    other_gradient = run([fairseq_command("fairseq-train"), str(data_bin), *arguments, "--max-update", "6",
                           "--gradient-across-windows", "recompute",
                           "--restore-file", str(save_dir / "checkpoint_1_4.pt")])
+    log = other_gradient.stdout + other_gradient.stderr
+    assert re.search(r"Loaded checkpoint .*checkpoint_1_4\.pt \(epoch 1 @ 4 updates\)", log)
+    assert "num_updates 6" in log or "num_updates=6" in log
     assert ("resuming a run begun with other training options than this command line's: "
             "--gradient-across-windows drop (now recompute). fairseq-train resumes with its command line's "
-            "options") in other_gradient.stdout + other_gradient.stderr
+            "options") in log
     other_batches = [a if a != "1-3" else "2" for a in arguments]
     refused = subprocess.run([fairseq_command("fairseq-train"), str(data_bin), *other_batches, "--max-update", "6",
                               "--restore-file", str(save_dir / "checkpoint_1_2.pt")], capture_output=True, text=True)
