@@ -104,7 +104,7 @@ def attention_maps(model, task, split, docid, sentence, side="decoder", layer=No
             written.memory[name], written.states[name], written.padding_mask[name], need_weights=True
         )
         _, output = unit.read_attn(
-            reading.states[name], reading.memory[name], reading.memory[name], need_weights=True
+            reading.states[name], unit.read_keys(reading.memory[name]), reading.memory[name], need_weights=True
         )
     return {
         "layer": name,

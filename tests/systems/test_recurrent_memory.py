@@ -246,6 +246,33 @@ def test_a_queue_pushes_one_new_slot_a_sentence_in_the_share_its_gate_opens_and_
     assert not torch.allclose(new[0], memory[0], atol=1e-2)
 
 
+def test_a_read_with_slot_positions_tells_equal_slots_apart_by_place_and_reads_their_contents(data_bin):
+    """--memory-read-positions: the Output Attention's keys are the slots plus the Update Attention's
+    slot positions and its values the slots alone, and no parameter is added. Slots of equal content
+    are read uniformly without it and by place with it, and what is read is their content either way;
+    in packed rows each sentence's block of slots gets the same positions; the paper's read is
+    unchanged."""
+    _, paper, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue")
+    _, placed, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue", "--memory-read-positions")
+    assert placed.state_dict().keys() == paper.state_dict().keys()
+    reads = {}
+    for name, model in (("paper", paper), ("placed", placed)):
+        unit = model.memory_units()["decoder.1"].eval()
+        channels = unit.initial_memory.size(1)
+        torch.manual_seed(0)
+        states, memory = torch.randn(3, 2, channels), torch.randn(1, 2, channels).repeat(4, 1, 1)
+        with torch.no_grad():
+            unit.read_attn.out_proj.weight.copy_(torch.eye(channels))
+            _, weights = unit.read_attn(states, unit.read_keys(memory), memory, need_weights=True)
+            reads[name] = unit.read(states, memory)
+            packed = unit.read_keys(torch.cat([memory, memory]))
+        assert torch.allclose(packed, torch.cat([unit.read_keys(memory)] * 2))
+        uniform = torch.allclose(weights, torch.full_like(weights, 0.25), atol=1e-6)
+        assert uniform == (name == "paper"), weights
+    assert torch.equal(paper.memory_units()["decoder.1"].read_keys(memory), memory)
+    assert torch.allclose(reads["paper"], reads["placed"], atol=1e-5)  # equal slots: the same content read
+
+
 def test_an_addressed_write_replaces_the_slot_its_address_points_to_and_keeps_the_others(data_bin):
     """--memory-update addressed: the queue's new slot replaces each slot in its share of a softmax
     over the slots and a null option. Slot 1 is the one not worth keeping (its retain score is far

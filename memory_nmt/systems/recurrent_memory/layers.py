@@ -90,6 +90,7 @@ class MemoryLayer:
             activation_fn=cfg.activation_fn,
             normalizes_its_input=self.normalize_before,
             update=cfg.memory_update,
+            read_positions=cfg.memory_read_positions,
         )
         self.memory_access: Optional[MemoryAccess] = None
         self.self_attention_ended = False  # pre-norm: the next residual sum is the self-attention block's

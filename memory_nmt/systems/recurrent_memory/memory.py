@@ -41,7 +41,11 @@ in decoding, see ``carry.py``) passes in and gets back:
 - ``read(states, memory)``: Output Attention, ``h~ = MHA(h, M, M)``, which the layer adds to
   its residual stream (``layers.py``). Its output projection starts at zero, so a model built
   from a sentence-level transformer's weights computes exactly that transformer until
-  finetuning moves it.
+  finetuning moves it. With ``--memory-read-positions`` (not in the paper) its keys are the slots
+  with the Update Attention's slot positions added, ``MHA(h, M + P, M)`` (``read_keys``), so that
+  a read can tell the slots apart by place as well as by content: a queue's newer slots from its
+  older ones (the most recent of several sentences of one kind, a noun for a pronoun or the topic
+  in force), which the paper's read, whose keys are the slots' contents alone, cannot.
 
 In a pre-norm layer (``normalizes_its_input``) the unit also has ``read_layer_norm``, with which
 the layer normalises its residual stream into the states ``h`` (``layers.py``).
@@ -89,8 +93,10 @@ class RecurrentMemory(nn.Module):
         activation_fn: str = "relu",
         normalizes_its_input: bool = False,
         update: str = "attention",
+        read_positions: bool = False,
     ):
         super().__init__()
+        self.read_positions = read_positions
         self.initial_memory = nn.Parameter(torch.empty(memory_size, embed_dim))
         nn.init.normal_(self.initial_memory, mean=0.0, std=embed_dim**-0.5)
         self.register_buffer(
@@ -242,7 +248,7 @@ class RecurrentMemory(nn.Module):
         """
         attended, _ = self.read_attn(
             states,
-            memory,
+            self.read_keys(memory),
             memory,
             incremental_state=incremental_state,
             static_kv=incremental_state is not None,
@@ -250,6 +256,14 @@ class RecurrentMemory(nn.Module):
             attn_mask=None if forbidden is None else forbidden.repeat_interleave(self.read_attn.num_heads, dim=0),
         )
         return self.dropout_module(attended)
+
+    def read_keys(self, memory: Optional[Tensor]) -> Optional[Tensor]:
+        """The Output Attention's keys for ``memory`` (slots x B x C, or, laid out per row for packed
+        rows, K blocks of slots one after the other): the slots, with ``read_positions`` each block's
+        slot positions added."""
+        if memory is None or not self.read_positions:
+            return memory
+        return memory + self.slot_positions.to(memory).repeat(memory.size(0) // self.memory_size, 1, 1)
 
     def has_cached_read(self, incremental_state) -> bool:
         return "prev_key" in (self.read_attn._get_input_buffer(incremental_state) or {})

@@ -433,6 +433,12 @@ class RecurrentMemoryOptions(SystemOptions):
                   "before the writes are charged. Default: 0, charged from the first update",
                   "range": Range(0)},
     )
+    memory_read_positions: bool = field(
+        default=False,
+        metadata={"help": "the Output Attention's keys are the memory's slots with the slot positions the Update "
+                  "Attention uses added (not in the paper, whose read sees the slots' contents alone), so that a read "
+                  "can tell slots apart by place: a queue's newer slots from its older ones"},
+    )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
         default="stopped",
         metadata={"help": "in training, which later losses train a sentence's write into the memory: 'stopped', "
