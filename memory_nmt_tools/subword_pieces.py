@@ -32,7 +32,7 @@ import re
 from .text_files import TextFileError
 
 SEGMENTATIONS = {"sentencepiece": "sentencepiece", "subword_nmt": "BPE"}  # --post-process name: its name in messages
-FAIRSEQ_ALIASES = {"@@ ": "subword_nmt", "@@": "subword_nmt"}  # what fairseq's --post-process also takes for BPE
+FAIRSEQ_ALIASES = {"@@ ": "subword_nmt"}  # what fairseq's --post-process also takes for BPE ("@@" drops the marks, joins nothing)
 BPE_JOIN = re.compile(r"\S@@(?: |$)")
 SENTENCEPIECE_MARK = "\u2581"
 DICTIONARY_SHARE = 20  # one symbol in this many carrying a segmentation's mark makes the dictionary that segmentation's
@@ -80,9 +80,7 @@ def without_pieces(lines, post_process, locate, fix, undo_option=None):
         return list(lines)
     index, segmentation = found
     if segmentation == post_process:
-        from fairseq.data.data_utils import post_process as undo  # fairseq takes seconds and logs: only when needed
-
-        return [undo(line, segmentation) for line in lines]
+        return [UNDO[segmentation](line) for line in lines]
     line = lines[index]
     where = (f"{locate(index)} is in {SEGMENTATIONS[segmentation]} pieces "
              f"('{line[:EXCERPT]}{'...' * (len(line) > EXCERPT)}')")

@@ -200,6 +200,17 @@ def test_the_scoring_tools_undo_pieces_as_fairseqs_post_process_does():
         assert [undo(line) for line in lines] == [post_process(line, segmentation) for line in lines], segmentation
 
 
+def test_undoing_pieces_does_not_import_fairseq():
+    """A scoring process undoes pieces without fairseq's import (seconds of CPU): in a fresh process,
+    BPE and sentencepiece lines are undone and no fairseq module is loaded."""
+    code = ("import sys; from memory_nmt_tools.subword_pieces import without_pieces; "
+            "print(without_pieces(['a@@ b c'], 'subword_nmt', str, ''), "
+            "without_pieces(['\u2581a b \u2581c'], 'sentencepiece', str, ''), "
+            "sorted(name for name in sys.modules if name.split('.')[0] == 'fairseq'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "['ab c'] ['ab c'] []", done.stderr[-2000:]
+
+
 def line_of(generated, prefix):
     """The line number of fairseq-generate output's line that starts with ``prefix``."""
     return next(number for number, line in enumerate(generated.splitlines(), 1) if line.startswith(prefix))
