@@ -103,9 +103,7 @@ def attention_maps(model, task, split, docid, sentence, side="decoder", layer=No
         new_memory, update = unit.write(
             written.memory[name], written.states[name], written.padding_mask[name], need_weights=True
         )
-        _, output = unit.read_attn(
-            reading.states[name], unit.read_keys(reading.memory[name]), reading.memory[name], need_weights=True
-        )
+        output = unit.read_weights(reading.states[name], reading.memory[name])
     return {
         "layer": name,
         "update": update[0],

@@ -58,10 +58,7 @@ def attention_rows(model, carries):
                     )
                     update.append(weights[0])
                 if t > 0:
-                    _, weights = unit.read_attn(
-                        carry.states[name], unit.read_keys(carry.memory[name]), carry.memory[name], need_weights=True
-                    )
-                    output.append(weights[0])
+                    output.append(unit.read_weights(carry.states[name], carry.memory[name])[0])
             rows[name] = (update, output)
     return rows
 

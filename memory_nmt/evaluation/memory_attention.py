@@ -8,7 +8,7 @@ random memory's (Figure 2, ``memory_information_gain.py`` there).
 step (``pipeline/teacher_forcing.py``), the memory carried as in training, and keeps what each
 sentence carries on: the memory it read and the states each memory layer recorded, from which
 the analyses recompute the attention with its weights (``RecurrentMemory.write`` and
-``read_attn`` with ``need_weights=True``).
+``read_weights``).
 """
 import torch
 from fairseq import checkpoint_utils

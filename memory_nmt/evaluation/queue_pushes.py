@@ -79,8 +79,7 @@ def cue_slot_reads(model, dataset, points: Sequence[ProbePoint]) -> Dict[str, Di
             slot = int(cosine_similarity(memory[:, 0], after_cue.memory[name][:1, 0], dim=-1).argmax())
             at = at_side[name.split(".")[0]]
             with torch.no_grad():
-                _, weights = unit.read_attn(carry.states[name][at:at + 1, :1], unit.read_keys(memory), memory,
-                                            need_weights=True)
+                weights = unit.read_weights(carry.states[name][at:at + 1, :1], memory)
             total = found[name].setdefault(point.group, [0.0, 0])
             total[0] += float(weights[0, 0, slot])
             total[1] += 1

@@ -86,14 +86,18 @@ def test_memory_fixed_during_beam_search_and_updated_after(data_bin):
         assert change_per_lane.min() > 1e-3, "a lane's memory did not move after its sentence"
 
 
-@pytest.mark.parametrize("memory_layers,prefix", [("-1", False), ("0,1", False), ("-1", True)])
-def test_states_recorded_during_beam_search_are_those_of_the_chosen_hypothesis(data_bin, memory_layers, prefix):
+@pytest.mark.parametrize("memory_layers,prefix,options", [
+    ("-1", False, []), ("0,1", False, []), ("-1", True, []), ("0,1", False, ["--memory-read-positions"]),
+], ids=["top", "two-layers", "prefix", "two-layers-read-positions"])
+def test_states_recorded_during_beam_search_are_those_of_the_chosen_hypothesis(data_bin, memory_layers, prefix,
+                                                                                 options):
     """What a lane carries out of decoding is what a teacher-forced pass over its best
     hypothesis records, in every decoder memory layer, though the sentences of one batch finish
     at different beam steps with hypotheses of different lengths. With a forced prefix that
     ends in eos (fairseq-generate --prefix-size), fairseq copies the first beam onto the others
-    behind the decoder's back: the carry then comes from a pass of its own."""
-    task, model, _, _ = build(data_bin, *TINY_MODEL, "--memory-layers", memory_layers)
+    behind the decoder's back: the carry then comes from a pass of its own. (A layer's states
+    follow the reads of the memory layers below it, step by step as in a whole pass.)"""
+    task, model, _, _ = build(data_bin, *TINY_MODEL, "--memory-layers", memory_layers, *options)
     make_reads_nonzero(model)
     with torch.no_grad():  # an untrained model's eos logit, made large in either sign: hypotheses end early or late
         model.decoder.output_projection.weight[task.target_dictionary.eos()] *= 10

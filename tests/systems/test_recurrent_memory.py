@@ -246,31 +246,39 @@ def test_a_queue_pushes_one_new_slot_a_sentence_in_the_share_its_gate_opens_and_
     assert not torch.allclose(new[0], memory[0], atol=1e-2)
 
 
-def test_a_read_with_slot_positions_tells_equal_slots_apart_by_place_and_reads_their_contents(data_bin):
-    """--memory-read-positions: the Output Attention's keys are the slots plus the Update Attention's
-    slot positions and its values the slots alone, and no parameter is added. Slots of equal content
-    are read uniformly without it and by place with it, and what is read is their content either way;
-    in packed rows each sentence's block of slots gets the same positions; the paper's read is
-    unchanged."""
+def test_a_read_with_slot_positions_keys_the_slots_by_place_and_reads_their_contents(data_bin):
+    """--memory-read-positions: the Output Attention's keys are the slots plus the sinusoidal slot
+    positions and its values the slots alone, with no parameter added, in training and step by step
+    in decoding alike (where fairseq's cache would project the keys as the values, the read is
+    projected anew each step); in packed rows each sentence's block of slots gets the same positions.
+    Slots of equal content are read uniformly without it and by place with it."""
     _, paper, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue")
     _, placed, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue", "--memory-read-positions")
     assert placed.state_dict().keys() == paper.state_dict().keys()
-    reads = {}
-    for name, model in (("paper", paper), ("placed", placed)):
-        unit = model.memory_units()["decoder.1"].eval()
-        channels = unit.initial_memory.size(1)
-        torch.manual_seed(0)
-        states, memory = torch.randn(3, 2, channels), torch.randn(1, 2, channels).repeat(4, 1, 1)
-        with torch.no_grad():
+    units = {name: model.memory_units()["decoder.1"].eval() for name, model in (("paper", paper), ("placed", placed))}
+    channels = units["paper"].initial_memory.size(1)
+    torch.manual_seed(0)
+    states, memory = torch.randn(3, 2, channels), torch.randn(4, 2, channels)
+    same = torch.randn(1, 2, channels).repeat(4, 1, 1)
+    positions = units["placed"].slot_positions
+    with torch.no_grad():
+        for unit in units.values():
             unit.read_attn.out_proj.weight.copy_(torch.eye(channels))
-            _, weights = unit.read_attn(states, unit.read_keys(memory), memory, need_weights=True)
-            reads[name] = unit.read(states, memory)
-            packed = unit.read_keys(torch.cat([memory, memory]))
-        assert torch.allclose(packed, torch.cat([unit.read_keys(memory)] * 2))
-        uniform = torch.allclose(weights, torch.full_like(weights, 0.25), atol=1e-6)
-        assert uniform == (name == "paper"), weights
-    assert torch.equal(paper.memory_units()["decoder.1"].read_keys(memory), memory)
-    assert torch.allclose(reads["paper"], reads["placed"], atol=1e-5)  # equal slots: the same content read
+        reads = {name: unit.read(states, memory) for name, unit in units.items()}
+        by_hand = units["paper"].read_attn(states, memory + positions, memory)[0]
+        assert torch.allclose(reads["placed"], by_hand, atol=1e-6)
+        assert torch.allclose(reads["paper"], units["paper"].read_attn(states, memory, memory)[0], atol=1e-6)
+        assert not torch.allclose(reads["placed"], reads["paper"], atol=1e-3)
+        for name, unit in units.items():
+            state = {}
+            steps = [unit.read(states[t:t + 1], memory if t == 0 or not unit.has_cached_read(state) else None, state)
+                     for t in range(3)]
+            assert torch.allclose(torch.cat(steps), reads[name], atol=1e-6), name
+            assert unit.has_cached_read(state) == (name == "paper")
+            weights = unit.read_weights(states, same)
+            assert torch.allclose(weights, torch.full_like(weights, 0.25), atol=1e-6) == (name == "paper")
+        assert torch.equal(units["placed"].read_keys(torch.cat([memory, memory])), torch.cat([memory + positions] * 2))
+        assert torch.equal(units["paper"].read_keys(memory), memory)
 
 
 def test_an_addressed_write_replaces_the_slot_its_address_points_to_and_keeps_the_others(data_bin):

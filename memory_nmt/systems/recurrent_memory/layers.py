@@ -5,8 +5,8 @@ read right after the self-attention block, before the encoder's feed-forward blo
 decoder's cross-attention:
 
 - post-norm (transformer-base, the paper's): the states ``h`` after the block's layer norm are
-  recorded for the memory update, and the Output Attention's read ``MHA(h, M, M)`` is added to
-  them;
+  recorded for the memory update, and the Output Attention's read ``MHA(h, M, M)`` (its keys
+  ``M + P`` with ``--memory-read-positions``, ``memory.py``) is added to them;
 - pre-norm (``--encoder/--decoder-normalize-before``: mBART, NLLB), where the block ends in its
   residual sum and no layer norm follows it: the memory's own layer norm (``read_layer_norm``)
   normalises the residual stream there into the states ``h`` that are recorded and read with, and

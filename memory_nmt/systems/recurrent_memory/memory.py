@@ -42,7 +42,8 @@ in decoding, see ``carry.py``) passes in and gets back:
   its residual stream (``layers.py``). Its output projection starts at zero, so a model built
   from a sentence-level transformer's weights computes exactly that transformer until
   finetuning moves it. With ``--memory-read-positions`` (not in the paper) its keys are the slots
-  with the Update Attention's slot positions added, ``MHA(h, M + P, M)`` (``read_keys``), so that
+  with the sinusoidal slot positions added (those the paper's Update Attention adds to its slots'
+  queries), ``MHA(h, M + P, M)`` (``read_keys``), so that
   a read can tell the slots apart by place as well as by content: a queue's newer slots from its
   older ones (the most recent of several sentences of one kind, a noun for a pronoun or the topic
   in force), which the paper's read, whose keys are the slots' contents alone, cannot.
@@ -243,19 +244,29 @@ class RecurrentMemory(nn.Module):
 
         During incremental decoding the memory's keys and values are projected once per
         sentence and kept in ``incremental_state``, as fairseq does for encoder attention;
-        once they are (``has_cached_read``), ``memory`` may be None. ``forbidden`` (B x T x
-        slots), for packed rows, is True where a state may not read a slot (another sentence's).
+        once they are (``has_cached_read``), ``memory`` may be None. With ``read_positions``
+        they are projected at every step instead: fairseq's cache of an encoder-decoder
+        attention projects the keys it is given as its values too, and here the two differ.
+        ``forbidden`` (B x T x slots), for packed rows, is True where a state may not read a
+        slot (another sentence's).
         """
+        cached = None if self.read_positions else incremental_state
         attended, _ = self.read_attn(
             states,
             self.read_keys(memory),
             memory,
-            incremental_state=incremental_state,
-            static_kv=incremental_state is not None,
+            incremental_state=cached,
+            static_kv=cached is not None,
             need_weights=False,
             attn_mask=None if forbidden is None else forbidden.repeat_interleave(self.read_attn.num_heads, dim=0),
         )
         return self.dropout_module(attended)
+
+    def read_weights(self, states: Tensor, memory: Tensor) -> Tensor:
+        """The Output Attention's weights of ``states`` (T x B x C) over ``memory``'s slots
+        (B x T x slots, averaged over heads), as ``read`` attends: for the probes and maps."""
+        _, weights = self.read_attn(states, self.read_keys(memory), memory, need_weights=True)
+        return weights
 
     def read_keys(self, memory: Optional[Tensor]) -> Optional[Tensor]:
         """The Output Attention's keys for ``memory`` (slots x B x C, or, laid out per row for packed
