@@ -77,9 +77,16 @@ def test_cost_against_length_of_three_models(tmp_path, monkeypatch, capsys):
     length, three more processes of a fairseq import each)."""
     plot = tmp_path / "cost.png"
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the measuring processes' threads
-    measure = peak_memory.measured_or_exit
-    monkeypatch.setattr(peak_memory, "measured_or_exit", lambda command: measure(command) if command[-1] == "20"
-                        else {"seconds": 0.01, "peak_bytes": 3 * peak_memory.MiB, "gpu": None})
+    measure, measured = peak_memory.measured_or_exit, []
+
+    def measured_or_set(command):
+        if command[-1] != "20":
+            return {"seconds": 0.01, "peak_bytes": 3 * peak_memory.MiB, "gpu": None}
+        measured.append(command)
+        return measure(command)
+
+    # script_in_process runs the script anew, its ``from ... import measured_or_exit`` taking this one
+    monkeypatch.setattr(peak_memory, "measured_or_exit", measured_or_set)
     done = script_in_process(
         monkeypatch, capsys, ANALYSES / "cost_vs_length.py", "--lengths", "20,60",
         "--sentence-tokens", "10", "--embed-dim", "32", "--ffn-dim", "64", "--heads", "4",
@@ -92,6 +99,7 @@ def test_cost_against_length_of_three_models(tmp_path, monkeypatch, capsys):
         assert len(seconds.split()) == 3 and all(float(s) > 0 for s in seconds.split())
         assert len(peaks.split()) == 3 and all(float(p) > 0 for p in peaks.split())
     assert plot.read_bytes().startswith(PNG_MAGIC)
+    assert len(measured) == 3, "each model's 20-token document measured in a process of its own"
 
 
 def test_cost_lengths_must_be_whole_sentences():
