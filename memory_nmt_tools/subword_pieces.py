@@ -32,7 +32,8 @@ import re
 from .text_files import TextFileError
 
 SEGMENTATIONS = {"sentencepiece": "sentencepiece", "subword_nmt": "BPE"}  # --post-process name: its name in messages
-FAIRSEQ_ALIASES = {"@@ ": "subword_nmt"}  # what fairseq's --post-process also takes for BPE ("@@" drops the marks, joins nothing)
+# what fairseq's --post-process also takes for BPE (not "@@", which drops the marks and joins no pieces)
+FAIRSEQ_ALIASES = {"@@ ": "subword_nmt"}
 BPE_JOIN = re.compile(r"\S@@(?: |$)")
 SENTENCEPIECE_MARK = "\u2581"
 DICTIONARY_SHARE = 20  # one symbol in this many carrying a segmentation's mark makes the dictionary that segmentation's
@@ -70,10 +71,10 @@ def without_pieces(lines, post_process, locate, fix, undo_option=None):
     """``lines`` (one side: a run's hypotheses, a reference file) as words.
 
     None in pieces: the lines as they are. In the pieces of ``post_process`` (the segmentation the
-    user named): every line undone as fairseq's ``post_process`` does (``UNDO``). Otherwise ``SubwordPiecesError``
-    naming the first line in pieces (``locate(index)``: "FILE:LINE" and what the line is) and, when
-    ``post_process`` was not given, ``fix`` (with ``{0}``, the segmentation found), then ``undo_option``
-    (the option of the tool that undoes them) if the tool has one.
+    user named): every line undone as fairseq's ``post_process`` does (``UNDO``). Otherwise
+    ``SubwordPiecesError`` naming the first line in pieces (``locate(index)``: "FILE:LINE" and what
+    the line is) and, when ``post_process`` was not given, ``fix`` (with ``{0}``, the segmentation
+    found), then ``undo_option`` (the option of the tool that undoes them) if the tool has one.
     """
     found = next(((index, name) for index, line in enumerate(lines) if (name := segmentation_of(line))), None)
     if found is None:

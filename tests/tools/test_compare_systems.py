@@ -25,10 +25,11 @@ from memory_nmt_tools import (
     prepare_documents,
     synthetic_documents,
 )
+from memory_nmt_tools.benchmarks.peak_memory import MiB
 from memory_nmt_tools.text_files import TextFileError
 
 SCRIPT = REPO / "scripts" / "compare_systems.py"
-SET_FIGURES = {"peak_bytes": 3 * 2 ** 20, "seconds_per_sentence": 0.002}  # the fixture's 7-sentence documents'
+SET_FIGURES = {"peak_bytes": 3 * MiB, "seconds_per_sentence": 0.002}  # the fixture's 7-sentence documents'
 
 
 def write_items(items):

@@ -436,9 +436,10 @@ class RecurrentMemoryOptions(SystemOptions):
     memory_read_positions: bool = field(
         default=False,
         metadata={"help": "the Output Attention's keys are the memory's slots with sinusoidal slot positions added "
-                  "(those the paper's Update Attention adds to its slots' queries; not in the paper, whose read sees the "
-                  "slots' contents alone), so that a read can tell slots apart by place: a queue's newer slots from "
-                  "its older ones. In decoding the read's keys and values are then projected at every step"},
+                  "(those the paper's Update Attention adds to its slots' queries; not in the paper, whose read "
+                  "sees the slots' contents alone), so that a read can tell slots apart by place: a queue's newer "
+                  "slots from its older ones. In decoding the read's keys and values are then projected at every "
+                  "step"},
     )
     memory_gradient: ChoiceEnum(MEMORY_GRADIENTS) = field(
         default="stopped",
