@@ -181,8 +181,9 @@ def test_a_command_line_fairseq_fails_on_ends_in_one_line(data_bin, concat_check
                                                            given, message):
     """fairseq ends these with a traceback (or, for bytes that are not UTF-8 read from a standard
     input in the C locale, translates them as unknown words); with the plugin each ends in one line
-    that names the option or the input line. Under torchrun every worker ends in that line, and
-    torchrun then reports the workers' failure in its own words."""
+    that names the option or the input line. Under torchrun the worker that fails first ends in
+    that line; torchrun then stops the other, which may not have reached it yet, and reports the
+    failure in its own words."""
     names = {"data": data_bin, "directory": concat_checkpoint.parent, "input": tmp_path / "input.txt"}
     if "{input}" in arguments:
         names["input"].write_bytes(given)
@@ -194,7 +195,7 @@ def test_a_command_line_fairseq_fails_on_ends_in_one_line(data_bin, concat_check
     assert done.returncode != 0, stderr[-2000:]
     if command == "torchrun":
         errors = [line for line in stderr.splitlines() if ": error: " in line]
-        assert len(errors) == 2 and all(line.startswith(message) for line in errors), stderr[-3000:]
+        assert 1 <= len(errors) <= 2 and all(line.startswith(message) for line in errors), stderr[-3000:]
         assert not re.search(r"^\w+Error: ", stderr, re.M), stderr[-3000:]  # only torchrun's ChildFailedError
     else:
         assert "Traceback" not in stderr, stderr[-2000:]
