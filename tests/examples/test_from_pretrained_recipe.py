@@ -66,8 +66,8 @@ def test_from_pretrained_finetunes_the_compared_systems_from_the_checkpoint(from
     """Every system is built in the pretrained checkpoint's shape (its pre-norm layers, learned
     positions and embedding norm read from it) on data with its dictionary, sentencepiece pieces and
     language tokens (its task's placement, its languages from the file): stage one is finetuned from the
-    checkpoint, the memory model and the system of COMPARED (the concatenation model) from stage one,
-    each for the same budget, and the three reach the results table and the comparison, their output
+    checkpoint, the memory model and the system of COMPARED (the concatenation model, with the
+    recipe's context and in its own batches) from stage one, each for the same budget, and the three reach the results table and the comparison, their output
     free of pieces and language tokens; the systems COMPARED leaves out are not trained. (Each system
     finetuned from such a checkpoint by fairseq-train: test_language_tokens.py; the recipe's steps for
     the other three, from a checkpoint of the recipe's own: test_recipes.py.)"""
@@ -88,6 +88,12 @@ def test_from_pretrained_finetunes_the_compared_systems_from_the_checkpoint(from
         if name != "sentence":
             assert cfg["checkpoint"]["finetune_from_model"] == stage_one, name
             assert last_checkpoint(work, name)["extra_state"]["train_iterator"]["epoch"] == 2, f"{name}: not 1 epoch"
+    concat = last_checkpoint(work, "concat")["cfg"]
+    assert (concat["model"]._name, concat["model"].source_context, concat["model"].target_context) \
+        == ("transformer_context_concat", 1, 0)
+    assert concat["checkpoint"]["patience"] == -1, "no early stop before the budget is spent"
+    updates = [last_checkpoint(work, name)["optimizer_history"][-1]["num_updates"] for name in ("memory", "concat")]
+    assert updates[0] != updates[1], "in its own batches, the concatenation model's updates differ"
     for name in ("sentence", "memory"):
         translations = [line.split("\t")[2] for line in text_lines(work / f"generate-{name}.txt") if line.startswith("D-")]
         assert len(translations) == len(text_lines(work / "raw" / "test.de"))
