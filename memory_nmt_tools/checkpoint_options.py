@@ -19,13 +19,15 @@ document task puts their tokens where ``translation_from_pretrained_bart`` does.
 task read its languages from a file (``--lang-dict``, as mBART-50's finetuned models did) needs the
 file: ``--lang-dict ML50_langs.txt``; NLLB's data-source tags after its language tokens become
 ``--add-data-source-prefix-tags``. ``--only shape`` prints the model's options alone, ``--only
-languages`` the language options alone, which fairseq-generate and fairseq-interactive take too.
+languages`` the language options alone, which fairseq-generate and fairseq-interactive take too;
+``--lines`` prints the two on two lines, reading the checkpoint once (an mBART-50 checkpoint is
+2.4 GB).
 """
 import argparse
 import dataclasses
 import shlex
 import sys
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from fairseq import checkpoint_utils
 
@@ -45,6 +47,16 @@ def checkpoint_options(path: str, only: str = "all", lang_dict: Optional[str] = 
     """The options that build a model of ``path``'s shape, on data with its language tokens
     (``only``: "shape" or "languages" for one of the two); ``lang_dict``: the file of its languages,
     for a checkpoint whose task read them from one (``--lang-dict``)."""
+    shape, languages = shape_and_languages(path, lang_dict, with_languages=only != "shape")
+    if only == "shape":
+        return shape
+    return languages if only == "languages" else shape + languages
+
+
+def shape_and_languages(path: str, lang_dict: Optional[str],
+                        with_languages: bool = True) -> Tuple[List[str], List[str]]:
+    """(the shape options, the language options) of ``path``, loaded once; no language options
+    without ``with_languages`` (they may need a ``lang_dict`` that a shape does not)."""
     try:
         state = checkpoint_utils.load_checkpoint_to_cpu(path)
     except (OSError, RuntimeError) as error:
@@ -61,10 +73,7 @@ def checkpoint_options(path: str, only: str = "all", lang_dict: Optional[str] = 
             shape += [flag_of(name)] if value else []
         elif value is not None:
             shape += [flag_of(name), str(value)]
-    if only == "shape":
-        return shape
-    languages = language_options(path, task or {}, lang_dict)
-    return languages if only == "languages" else shape + languages
+    return shape, language_options(path, task or {}, lang_dict) if with_languages else []
 
 
 def language_options(path: str, task, lang_dict: Optional[str]) -> List[str]:
@@ -103,9 +112,17 @@ def main(argv=None):
     parser.add_argument("--lang-dict", metavar="FILE",
                         help="the file of the checkpoint's languages, for a checkpoint whose task read them from one "
                              "(translation_multi_simple_epoch's --lang-dict: mBART-50's ML50_langs.txt)")
+    parser.add_argument("--lines", action="store_true",
+                        help="print the shape options on one line and the language options on the next, reading "
+                             "the checkpoint once")
     args = parser.parse_args(argv)
+    if args.lines and args.only:
+        parser.error("--lines prints both kinds of options: leave out --only")
     try:
-        print(shlex.join(checkpoint_options(args.checkpoint, args.only or "all", args.lang_dict)))
+        if args.lines:
+            print("\n".join(map(shlex.join, shape_and_languages(args.checkpoint, args.lang_dict))))
+        else:
+            print(shlex.join(checkpoint_options(args.checkpoint, args.only or "all", args.lang_dict)))
     except CheckpointOptionsError as error:
         sys.exit(f"{parser.prog}: error: {error}")
 

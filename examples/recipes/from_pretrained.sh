@@ -50,13 +50,15 @@ done
 # MODEL_ARGS and LANGUAGE_ARGS from PRETRAINED (LANGUAGE_ARGS set by hand is kept); the language
 # options go to every fairseq-train and fairseq-generate.
 read_checkpoint_options() {
-    local options=("$PYTHON" "$ROOT/scripts/checkpoint_options.py" "$PRETRAINED") shape
+    local options=("$PYTHON" "$ROOT/scripts/checkpoint_options.py" "$PRETRAINED") shape printed
     [[ -n $LANG_DICT ]] && options+=(--lang-dict "$LANG_DICT")
-    shape=$(run "${options[@]}" --only shape) || fail "could not read the shape of $PRETRAINED (above)"
-    MODEL_ARGS="$shape $MODEL_ARGS"
-    if [[ -z ${LANGUAGE_ARGS+set} ]]; then
-        LANGUAGE_ARGS=$(run "${options[@]}" --only languages) || fail "could not read the languages of $PRETRAINED (above)"
+    if [[ -z ${LANGUAGE_ARGS+set} ]]; then  # both from one reading of the checkpoint
+        printed=$(run "${options[@]}" --lines) || fail "could not read the options of $PRETRAINED (above)"
+        { read -r shape; read -r LANGUAGE_ARGS || LANGUAGE_ARGS=""; } <<< "$printed"  # no second line: none
+    else
+        shape=$(run "${options[@]}" --only shape) || fail "could not read the shape of $PRETRAINED (above)"
     fi
+    MODEL_ARGS="$shape $MODEL_ARGS"
     echo "== model options: $MODEL_ARGS" >&2
     echo "== language options: ${LANGUAGE_ARGS:-none}" >&2
     TRAIN_ARGS="$LANGUAGE_ARGS $TRAIN_ARGS"

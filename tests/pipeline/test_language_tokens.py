@@ -7,6 +7,7 @@ checkpoint does under its own task before any update (the same hypotheses and sc
 the system computes what the sentence model computes; with a language token in the wrong place
 it translates otherwise; without the checkpoint's languages it is refused, naming ``--langs``."""
 import re
+import shlex
 import subprocess
 
 import pytest
@@ -223,6 +224,8 @@ def test_a_checkpoint_whose_languages_came_from_a_file_takes_the_file(data_bin, 
     assert given.returncode == 0, given.stderr[-2000:]
     languages = given.stdout.split()
     assert languages[:2] == ["--lang-dict", str(lang_dict)] and "--encoder-langtok" in languages
+    both = script_in_process(monkeypatch, capsys, *command[:2], "--lines", "--lang-dict", str(lang_dict))
+    assert both.stdout.splitlines() == [shlex.join(checkpoint_options(path, "shape")), given.stdout.strip()]
     task, _ = document_system(data_bin, path, *SYSTEMS["memory"][0], lang_dict=str(lang_dict))
     empty = tmp_path / "empty.txt"
     empty.write_text("\n", encoding="utf-8")
