@@ -53,7 +53,7 @@ def checkpoint_options(path: str, only: str = "all", lang_dict: Optional[str] = 
     return languages if only == "languages" else shape + languages
 
 
-def shape_and_languages(path: str, lang_dict: Optional[str],
+def shape_and_languages(path: str, lang_dict: Optional[str] = None,
                         with_languages: bool = True) -> Tuple[List[str], List[str]]:
     """(the shape options, the language options) of ``path``, loaded once; no language options
     without ``with_languages`` (they may need a ``lang_dict`` that a shape does not)."""
@@ -73,7 +73,7 @@ def shape_and_languages(path: str, lang_dict: Optional[str],
             shape += [flag_of(name)] if value else []
         elif value is not None:
             shape += [flag_of(name), str(value)]
-    return shape, language_options(path, task or {}, lang_dict) if with_languages else []
+    return shape, (language_options(path, task or {}, lang_dict) if with_languages else [])
 
 
 def language_options(path: str, task, lang_dict: Optional[str]) -> List[str]:
@@ -106,18 +106,17 @@ def language_options(path: str, task, lang_dict: Optional[str]) -> List[str]:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", help="a fairseq checkpoint (model.pt, checkpoint_best.pt)")
-    parser.add_argument("--only", choices=("shape", "languages"),
-                        help="print only the model's shape options (for fairseq-train's --arch) or only the "
-                             "language-token options (which fairseq-generate and fairseq-interactive need too)")
+    printed = parser.add_mutually_exclusive_group()
+    printed.add_argument("--only", choices=("shape", "languages"),
+                         help="print only the model's shape options (for fairseq-train's --arch) or only the "
+                              "language-token options (which fairseq-generate and fairseq-interactive need too)")
+    printed.add_argument("--lines", action="store_true",
+                         help="print the shape options on one line and the language options on the next, reading "
+                              "the checkpoint once")
     parser.add_argument("--lang-dict", metavar="FILE",
                         help="the file of the checkpoint's languages, for a checkpoint whose task read them from one "
                              "(translation_multi_simple_epoch's --lang-dict: mBART-50's ML50_langs.txt)")
-    parser.add_argument("--lines", action="store_true",
-                        help="print the shape options on one line and the language options on the next, reading "
-                             "the checkpoint once")
     args = parser.parse_args(argv)
-    if args.lines and args.only:
-        parser.error("--lines prints both kinds of options: leave out --only")
     try:
         if args.lines:
             print("\n".join(map(shlex.join, shape_and_languages(args.checkpoint, args.lang_dict))))

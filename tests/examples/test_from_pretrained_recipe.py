@@ -67,10 +67,11 @@ def test_from_pretrained_finetunes_the_compared_systems_from_the_checkpoint(from
     positions and embedding norm read from it) on data with its dictionary, sentencepiece pieces and
     language tokens (its task's placement, its languages from the file): stage one is finetuned from the
     checkpoint, the memory model and the system of COMPARED (the concatenation model, with the
-    recipe's context and in its own batches) from stage one, each for the same budget, and the three reach the results table and the comparison, their output
-    free of pieces and language tokens; the systems COMPARED leaves out are not trained. (Each system
-    finetuned from such a checkpoint by fairseq-train: test_language_tokens.py; the recipe's steps for
-    the other three, from a checkpoint of the recipe's own: test_recipes.py.)"""
+    recipe's context and in its own batches) from stage one, each for the same budget, and the three
+    reach the results table and the comparison, their output free of pieces and language tokens; the
+    systems COMPARED leaves out are not trained. (Each system finetuned from such a checkpoint by
+    fairseq-train: test_language_tokens.py; the recipe's steps for the other three, from a checkpoint
+    of the recipe's own: test_recipes.py.)"""
     work, pretrained, lang_dict = from_pretrained_run
     prepared = text_lines(work / "prep" / "train.en")
     assert all("▁" in line for line in prepared) and not any("@@" in line for line in prepared)
@@ -94,8 +95,9 @@ def test_from_pretrained_finetunes_the_compared_systems_from_the_checkpoint(from
     assert concat["checkpoint"]["patience"] == -1, "no early stop before the budget is spent"
     updates = [last_checkpoint(work, name)["optimizer_history"][-1]["num_updates"] for name in ("memory", "concat")]
     assert updates[0] != updates[1], "in its own batches, the concatenation model's updates differ"
-    for name in ("sentence", "memory"):
-        translations = [line.split("\t")[2] for line in text_lines(work / f"generate-{name}.txt") if line.startswith("D-")]
+    for name in ("sentence", "memory", "concat"):
+        translations = [line.split("\t")[2] for line in text_lines(work / f"generate-{name}.txt")
+                        if line.startswith("D-")]
         assert len(translations) == len(text_lines(work / "raw" / "test.de"))
         assert not any("▁" in line or "[de]" in line for line in translations), name
     results = (work / "results.md").read_text(encoding="utf-8")

@@ -201,7 +201,7 @@ def test_preset_split_is_deterministic(preset_split, tmp_path):
 @pytest.fixture(scope="module")
 def news_run(tmp_path_factory):
     """news.sh end to end (prepare .. compare) on a few real documents with a tiny model and
-    learned positions, comparing the systems of COMPARED but the concatenation model (which
+    learned positions, comparing the default COMPARED's systems but the concatenation model (which
     test_from_pretrained_recipe.py's run compares): (work dir, the recipe's environment)."""
     tmp_path = tmp_path_factory.mktemp("news")
     raw = tmp_path / "raw"
@@ -233,8 +233,8 @@ def test_compare_step_gives_every_system_the_memory_models_budget(news_run):
     for name in ("memory", "amn", "local_global", "sentence_continued"):
         assert last(name)["extra_state"]["train_iterator"]["epoch"] == 2, f"{name}: not 1 whole epoch"
         assert last(name)["extra_state"]["train_iterator"]["iterations_in_epoch"] == 0
-    updates = {name: last(name)["optimizer_history"][-1]["num_updates"] for name in ("memory", "local_global")}
-    assert updates["memory"] != updates["local_global"], "in its own batches, the local+global model's updates differ"
+    updates = {name: last(name)["optimizer_history"][-1]["num_updates"] for name in ("memory", "amn")}
+    assert updates["memory"] != updates["amn"], "in its own batches, the Associated Memory Network's updates differ"
     for name in ("sentence", "sentence_continued", "amn", "local_global", "memory"):
         model = last(name)["cfg"]["model"]
         assert model.encoder_learned_pos and model.decoder_learned_pos, f"{name}: POSITIONS=learned not applied"
@@ -257,29 +257,39 @@ def test_compare_step_gives_every_system_the_memory_models_budget(news_run):
 
 def test_ablations_step_finetunes_each_configuration_per_seed_and_averages(news_run):
     """Table 3 as a recipe step: each SIDES:LAYERS of ABLATIONS finetuned from the sentence model
-    once per seed of SEEDS, with its memory where it says; the table gives the seeds' means (of
-    score files given distinct values here: the tiny models all score 0; a rerun skips every
-    finished run and only tabulates). One configuration (the encoder's first layer alone) keeps the
-    test to two finetunes."""
+    once per seed of SEEDS, with its memory where it says; the table gives each configuration's
+    seeds' means (of score files given distinct values here: the tiny models all score 0). A rerun
+    skips every finished run and only tabulates: the second configuration (both sides' last layer)
+    is given as finished runs (the markers of its steps and its score files), which keeps the test
+    to two finetunes."""
     work, environment = news_run
-    ablations = dict(environment, ABLATIONS="encoder:0", SEEDS="1 2")
-    run_recipe("news.sh", work, "--steps", "ablations", **ablations)
-    for seed in (1, 2):
-        name = f"memory-encoder-0-seed{seed}"
-        cfg = last_checkpoint(work, name)["cfg"]
-        assert (cfg["model"].memory_sides, cfg["model"].memory_layers, cfg["common"]["seed"]) == ("encoder", "0", seed)
-        assert last_checkpoint(work, name)["extra_state"]["train_iterator"]["epoch"] == 2  # the budget: 1 epoch
-        path = work / f"score-{name}.json"
-        scores = json.loads(path.read_text(encoding="utf-8"))
-        values = [10 * seed + part for part in (0.1, 0.2, 0.3, 0.4)]
-        scores["s_bleu"], scores["d_bleu"] = values[:2]
-        scores["tokenized"]["s_bleu"], scores["tokenized"]["d_bleu"] = values[2:]
-        path.write_text(json.dumps(scores), encoding="utf-8")
-    means = " | ".join(f"{15 + part:.2f}" for part in (0.1, 0.2, 0.3, 0.4))
-    rerun = run_recipe("news.sh", work, "--steps", "ablations", **ablations)
+    run_recipe("news.sh", work, "--steps", "ablations", **dict(environment, ABLATIONS="encoder:0", SEEDS="1 2"))
+    expected = []
+    for offset, (sides, layers) in enumerate((("encoder", "0"), ("both", "-1"))):
+        for seed in (1, 2):
+            name = f"memory-{sides}-{layers}-seed{seed}"
+            if sides == "encoder":
+                checkpoint = last_checkpoint(work, name)
+                model, common = checkpoint["cfg"]["model"], checkpoint["cfg"]["common"]
+                assert (model.memory_sides, model.memory_layers, common["seed"]) == (sides, layers, seed)
+                assert checkpoint["extra_state"]["train_iterator"]["epoch"] == 2  # the budget: 1 epoch
+            else:  # finished: its checkpoint's and its translation's markers, a score file of the same form
+                (work / "checkpoints" / name).mkdir()
+                (work / "checkpoints" / name / ".done").touch()
+                (work / f"generate-{name}.txt").touch()
+                shutil.copyfile(work / f"score-memory-encoder-0-seed{seed}.json", work / f"score-{name}.json")
+            scores = json.loads((work / f"score-{name}.json").read_text(encoding="utf-8"))
+            values = [10 * seed + offset + part for part in (0.1, 0.2, 0.3, 0.4)]
+            scores["s_bleu"], scores["d_bleu"] = values[:2]
+            scores["tokenized"]["s_bleu"], scores["tokenized"]["d_bleu"] = values[2:]
+            (work / f"score-{name}.json").write_text(json.dumps(scores), encoding="utf-8")
+        means = [15 + offset + part for part in (0.1, 0.2, 0.3, 0.4)]
+        expected.append(f"| {sides} | {layers} | 1, 2 | " + " | ".join(f"{m:.2f}" for m in means) + " |")
+    rerun = run_recipe("news.sh", work, "--steps", "ablations", **dict(environment, ABLATIONS="encoder:0 both:-1",
+                                                                       SEEDS="1 2"))
     assert "fairseq_cli.train" not in rerun and "fairseq_cli.generate" not in rerun
     table = (work / "ablations.md").read_text(encoding="utf-8").splitlines()
-    assert table[2:4] == [f"| encoder | 0 | 1, 2 | {means} |", ""], table
+    assert table[2:5] == [*expected, ""], table
 
 
 def test_ablations_run_only_when_named_and_are_checked_first(tmp_path):

@@ -1,5 +1,5 @@
 """Data-parallel training on fairseq's own engine: torchrun, gloo, CPU-only workers; a run on two workers
-resumes inside an epoch and finetunes from a sentence model's and a pretrained checkpoint (every worker
+resumes inside an epoch and finetunes from a pretrained checkpoint (every worker
 but the first reads the checkpoint the first sends it, with torch's safe unpickling)."""
 import re
 import shutil
@@ -67,7 +67,7 @@ def test_two_workers_follow_one_worker_with_update_freq_2(data_bin, tmp_path):
 
 
 def on_two_workers(*arguments):
-    """fairseq-train on two CPU workers under torchrun (its log)."""
+    """fairseq-train on two CPU workers under torchrun, checked to end well as one job of two ranks (its log)."""
     command = [str(Path(sys.executable).with_name("torchrun")), "--nproc_per_node", "2",
                fairseq_command("fairseq-train"), *arguments, "--cpu", "--distributed-backend", "gloo",
                "--ddp-backend", "legacy_ddp", "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1"]
@@ -81,9 +81,10 @@ def on_two_workers(*arguments):
 def test_two_workers_finetune_from_a_pretrained_checkpoint_and_resume_inside_an_epoch_as_one_run(
         data_bin, pretrained, tmp_path):
     """Finetuned from the mBART-shaped checkpoint (its language options taken from it: the command line gives
-    none, and the run's own checkpoints hold them) in windows of 1-2 sentences drawn at random, stopped
-    after 2 updates inside the first epoch and resumed: the losses are the uninterrupted run's (rank 1
-    failed to read the checkpoint rank 0 sent it)."""
+    none, and the run's own checkpoints hold them) in windows of 1-2 sentences drawn at random for one epoch,
+    stopped after 2 updates inside it and resumed: the losses are the uninterrupted run's (rank 1 failed to
+    read the checkpoint rank 0 sent it), and both end the epoch validating the valid split dealt to two
+    workers (a split too small for two, which the document batches re-group)."""
     from memory_nmt_tools.checkpoint_options import checkpoint_options
 
     path = pretrained["mbart"]
@@ -92,15 +93,18 @@ def test_two_workers_finetune_from_a_pretrained_checkpoint_and_resume_inside_an_
                  "--finetune-from-model", path, "-s", "en", "-t", "de",
                  "--criterion", "document_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
                  "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "2",
-                 "--max-tokens", "100", "--optimization-window", "1-2", "--seed", "1", "--disable-validation"]
+                 "--max-tokens", "100", "--optimization-window", "1-2", "--seed", "1"]
     losses = lambda log: re.findall(r" loss=([0-9.]+)", log)  # noqa: E731
-    whole = on_two_workers(*arguments, "--save-dir", str(tmp_path / "whole"), "--max-update", "4")
-    first = on_two_workers(*arguments, "--save-dir", str(tmp_path / "split"), "--max-update", "2")
-    resumed = on_two_workers(*arguments, "--save-dir", str(tmp_path / "split"), "--max-update", "4")
+    whole = on_two_workers(*arguments, "--save-dir", str(tmp_path / "whole"), "--max-epoch", "1")
+    first = on_two_workers(*arguments, "--save-dir", str(tmp_path / "split"), "--max-update", "2",
+                           "--disable-validation")
+    resumed = on_two_workers(*arguments, "--save-dir", str(tmp_path / "split"), "--max-epoch", "1")
     assert f"language options of {path}, which this command line does not give: --langs en,de" in first
     assert f"Loaded checkpoint {path} (epoch 1 @ 0 updates)" in first, first[-3000:]
     assert re.search(r"Loaded checkpoint .*split/checkpoint_last\.pt \(epoch 1 @ 2 updates\)", resumed), resumed[-3000:]
     assert re.search(r"language options of .*split/checkpoint_last\.pt, which this command line does not give: "
                      r"--langs en,de", resumed), "the run's checkpoint holds the options it took"
     assert re.search(r"epoch 001:\s+3 / ", whole), "the epoch holds more than 2 updates: the resume is inside it"
-    assert losses(first) + losses(resumed) == losses(whole) and len(losses(whole)) == 4, (first, resumed, whole)
+    updates = int(re.search(r"epoch 001:\s+\d+ / (\d+) ", whole)[1])
+    assert losses(first) + losses(resumed) == losses(whole) and len(losses(whole)) == updates, (first, resumed, whole)
+    assert all("valid on 'valid' subset" in log for log in (whole, resumed)), resumed[-3000:]
