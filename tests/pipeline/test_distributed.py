@@ -1,6 +1,6 @@
 """Data-parallel training on fairseq's own engine: torchrun, gloo, CPU-only workers; a run on two workers
-resumes inside an epoch and finetunes from a pretrained checkpoint (every worker
-but the first reads the checkpoint the first sends it, with torch's safe unpickling)."""
+resumes inside an epoch and finetunes from a pretrained checkpoint (every worker but the first reads
+the checkpoint the first sends it, with torch's safe unpickling)."""
 import re
 import shutil
 import subprocess
@@ -83,8 +83,8 @@ def test_two_workers_finetune_from_a_pretrained_checkpoint_and_resume_inside_an_
     """Finetuned from the mBART-shaped checkpoint (its language options taken from it: the command line gives
     none, and the run's own checkpoints hold them) in windows of 1-2 sentences drawn at random for one epoch,
     stopped after 2 updates inside it and resumed: the losses are the uninterrupted run's (rank 1 failed to
-    read the checkpoint rank 0 sent it), and both end the epoch validating the valid split dealt to two
-    workers (a split too small for two, which the document batches re-group)."""
+    read the checkpoint rank 0 sent it), and both end the epoch validating the valid split dealt to the
+    two workers."""
     from memory_nmt_tools.checkpoint_options import checkpoint_options
 
     path = pretrained["mbart"]
