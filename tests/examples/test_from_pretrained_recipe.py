@@ -75,12 +75,13 @@ def test_from_pretrained_finetunes_the_compared_systems_from_the_checkpoint(from
     work, pretrained, lang_dict = from_pretrained_run
     prepared = text_lines(work / "prep" / "train.en")
     assert all("▁" in line for line in prepared) and not any("@@" in line for line in prepared)
-    sentence = last_checkpoint(work, "sentence")["cfg"]
+    last = {name: last_checkpoint(work, name) for name in ("sentence", "memory", "concat")}
+    sentence = last["sentence"]["cfg"]
     assert (sentence["model"]._name, sentence["task"]["_name"]) == ("transformer", "document_translation")
     assert sentence["checkpoint"]["finetune_from_model"] == pretrained
     stage_one = str(work / "checkpoints" / "sentence" / "checkpoint_best.pt")
-    for name in ("sentence", "memory", "concat"):
-        cfg = last_checkpoint(work, name)["cfg"]
+    for name, checkpoint in last.items():
+        cfg = checkpoint["cfg"]
         model, task = cfg["model"], cfg["task"]
         assert model.encoder_normalize_before and model.decoder_learned_pos and model.layernorm_embedding, name
         assert (model.encoder_layers, model.encoder_embed_dim, model.activation_fn) == (1, 32, "gelu"), name
@@ -88,12 +89,12 @@ def test_from_pretrained_finetunes_the_compared_systems_from_the_checkpoint(from
             == (lang_dict, "mbart", "src", True), name
         if name != "sentence":
             assert cfg["checkpoint"]["finetune_from_model"] == stage_one, name
-            assert last_checkpoint(work, name)["extra_state"]["train_iterator"]["epoch"] == 2, f"{name}: not 1 epoch"
-    concat = last_checkpoint(work, "concat")["cfg"]
+            assert checkpoint["extra_state"]["train_iterator"]["epoch"] == 2, f"{name}: not 1 epoch"
+    concat = last["concat"]["cfg"]
     assert (concat["model"]._name, concat["model"].source_context, concat["model"].target_context) \
         == ("transformer_context_concat", 1, 0)
     assert concat["checkpoint"]["patience"] == -1, "no early stop before the budget is spent"
-    updates = [last_checkpoint(work, name)["optimizer_history"][-1]["num_updates"] for name in ("memory", "concat")]
+    updates = [last[name]["optimizer_history"][-1]["num_updates"] for name in ("memory", "concat")]
     assert updates[0] != updates[1], "in its own batches, the concatenation model's updates differ"
     for name in ("sentence", "memory", "concat"):
         translations = [line.split("\t")[2] for line in text_lines(work / f"generate-{name}.txt")

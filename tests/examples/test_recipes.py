@@ -268,6 +268,7 @@ def test_ablations_step_finetunes_each_configuration_per_seed_and_averages(news_
     for offset, (sides, layers) in enumerate((("encoder", "0"), ("both", "-1"))):
         for seed in (1, 2):
             name = f"memory-{sides}-{layers}-seed{seed}"
+            path = work / f"score-{name}.json"
             if sides == "encoder":
                 checkpoint = last_checkpoint(work, name)
                 model, common = checkpoint["cfg"]["model"], checkpoint["cfg"]["common"]
@@ -277,12 +278,12 @@ def test_ablations_step_finetunes_each_configuration_per_seed_and_averages(news_
                 (work / "checkpoints" / name).mkdir()
                 (work / "checkpoints" / name / ".done").touch()
                 (work / f"generate-{name}.txt").touch()
-                shutil.copyfile(work / f"score-memory-encoder-0-seed{seed}.json", work / f"score-{name}.json")
-            scores = json.loads((work / f"score-{name}.json").read_text(encoding="utf-8"))
+                shutil.copyfile(work / f"score-memory-encoder-0-seed{seed}.json", path)
+            scores = json.loads(path.read_text(encoding="utf-8"))
             values = [10 * seed + offset + part for part in (0.1, 0.2, 0.3, 0.4)]
             scores["s_bleu"], scores["d_bleu"] = values[:2]
             scores["tokenized"]["s_bleu"], scores["tokenized"]["d_bleu"] = values[2:]
-            (work / f"score-{name}.json").write_text(json.dumps(scores), encoding="utf-8")
+            path.write_text(json.dumps(scores), encoding="utf-8")
         means = [15 + offset + part for part in (0.1, 0.2, 0.3, 0.4)]
         expected.append(f"| {sides} | {layers} | 1, 2 | " + " | ".join(f"{m:.2f}" for m in means) + " |")
     rerun = run_recipe("news.sh", work, "--steps", "ablations", **dict(environment, ABLATIONS="encoder:0 both:-1",
