@@ -171,9 +171,16 @@ already_done() {
     return 1
 }
 
-# Word-split an options string into the array named by $1.
+# Split an options string into the array named by $1 as the shell splits a command line (quotes
+# keep a path with spaces one word: checkpoint_options.py quotes what it prints so).
 split_words() {
-    read -r -a "$1" <<< "$2"
+    local quoted
+    quoted=$("$PYTHON" -c 'import shlex, sys
+try:
+    print(shlex.join(shlex.split(sys.argv[1])))
+except ValueError as error:
+    sys.exit(error)' "$2") || fail "could not split the options '$2' into words (above): close each quote"
+    eval "$1=($quoted)"
 }
 
 prepare() {

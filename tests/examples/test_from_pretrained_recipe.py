@@ -38,7 +38,8 @@ def from_pretrained_run(tmp_path_factory):
     dictionary = tmp_path / "dict.txt"  # mBART's dict.txt: the model's pieces, fairseq's own symbols left out
     dictionary.write_text("".join(f"{pieces.id_to_piece(i)} 1\n" for i in range(pieces.get_piece_size())
                                   if not (pieces.is_unknown(i) or pieces.is_control(i))), encoding="utf-8")
-    lang_dict = tmp_path / "langs.txt"
+    lang_dict = tmp_path / "mbart 50" / "langs.txt"  # a space, kept by the options' quotes
+    lang_dict.parent.mkdir()
     lang_dict.write_text("de\nen\n", encoding="utf-8")
     work = tmp_path / "work"
     environment = dict(PRETRAINED=tmp_path / "pretrained.pt", DICT=dictionary,
