@@ -249,8 +249,9 @@ def test_a_queue_pushes_one_new_slot_a_sentence_in_the_share_its_gate_opens_and_
 def test_a_read_with_slot_positions_keys_the_slots_by_place_and_reads_their_contents(data_bin):
     """--memory-read-positions: the Output Attention's keys are the slots plus the sinusoidal slot
     positions and its values the slots alone, with no parameter added, in training and step by step
-    in decoding alike (where fairseq's cache would project the keys as the values, the read is
-    projected anew each step); in packed rows each sentence's block of slots gets the same positions.
+    in decoding alike (projected once a sentence into fairseq's cache, whose own projection would
+    take the keys as the values: the later steps get no memory); in packed rows each sentence's
+    block of slots gets the same positions.
     Slots of equal content are read uniformly without it and by place with it."""
     _, paper, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue")
     _, placed, _, _ = build(data_bin, *TINY_MODEL, "--memory-update", "queue", "--memory-read-positions")
@@ -271,10 +272,8 @@ def test_a_read_with_slot_positions_keys_the_slots_by_place_and_reads_their_cont
         assert not torch.allclose(reads["placed"], reads["paper"], atol=1e-3)
         for name, unit in units.items():
             state = {}
-            steps = [unit.read(states[t:t + 1], memory if t == 0 or not unit.has_cached_read(state) else None, state)
-                     for t in range(3)]
+            steps = [unit.read(states[t:t + 1], memory if t == 0 else None, state) for t in range(3)]
             assert torch.allclose(torch.cat(steps), reads[name], atol=1e-6), name
-            assert unit.has_cached_read(state) == (name == "paper")
             weights = unit.read_weights(states, same)
             assert torch.allclose(weights, torch.full_like(weights, 0.25), atol=1e-6) == (name == "paper")
         assert torch.equal(units["placed"].read_keys(torch.cat([memory, memory])), torch.cat([memory + positions] * 2))

@@ -245,22 +245,39 @@ class RecurrentMemory(nn.Module):
         During incremental decoding the memory's keys and values are projected once per
         sentence and kept in ``incremental_state``, as fairseq does for encoder attention;
         once they are (``has_cached_read``), ``memory`` may be None. With ``read_positions``
-        they are projected at every step instead: fairseq's cache of an encoder-decoder
-        attention projects the keys it is given as its values too, and here the two differ.
+        the unit puts them there itself (``cache_read``): fairseq's cache of an encoder-decoder
+        attention would project the keys it is given as its values too, and here the two differ.
         ``forbidden`` (B x T x slots), for packed rows, is True where a state may not read a
         slot (another sentence's).
         """
-        cached = None if self.read_positions else incremental_state
+        if self.read_positions and incremental_state is not None and not self.has_cached_read(incremental_state):
+            self.cache_read(memory, incremental_state)
         attended, _ = self.read_attn(
             states,
             self.read_keys(memory),
             memory,
-            incremental_state=cached,
-            static_kv=cached is not None,
+            incremental_state=incremental_state,
+            static_kv=incremental_state is not None,
             need_weights=False,
             attn_mask=None if forbidden is None else forbidden.repeat_interleave(self.read_attn.num_heads, dim=0),
         )
         return self.dropout_module(attended)
+
+    def cache_read(self, memory: Tensor, incremental_state: Dict[str, Dict[str, Optional[Tensor]]]):
+        """Projects ``memory``'s keys (``read_keys``) and values (the slots) once for a sentence's
+        decoding steps, into the Output Attention's ``incremental_state`` in the layout fairseq's
+        attention keeps its own (lanes x heads x slots x head_dim), where its later steps find them."""
+        attention = self.read_attn
+        slots, lanes, _ = memory.shape
+
+        def by_head(projected):
+            return projected.view(slots, lanes, attention.num_heads, attention.head_dim).permute(1, 2, 0, 3)
+
+        attention._set_input_buffer(incremental_state, {
+            "prev_key": by_head(attention.k_proj(self.read_keys(memory))),
+            "prev_value": by_head(attention.v_proj(memory)),
+            "prev_key_padding_mask": None,
+        })
 
     def read_weights(self, states: Tensor, memory: Tensor) -> Tensor:
         """The Output Attention's weights of ``states`` (T x B x C) over ``memory``'s slots
