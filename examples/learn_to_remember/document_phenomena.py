@@ -15,6 +15,8 @@ same training target tokens:
 
 - ``sentence``: fairseq's ``transformer`` (no context: chance on every phenomenon);
 - ``concat``: ``transformer_context_concat_small`` (the previous source sentence);
+- ``concat_target``: the same with the previous target sentence too (2-to-2: in translation the
+  model's own), the control for a word whose cue is on the target side only (a word choice);
 - ``memory``: ``transformer_recurrent_memory_small`` with the task's training defaults;
 - ``--variant NAME=OPTIONS``: the memory model with more fairseq-train options (a memory size,
   the layers that carry it, a window, an update rule), given in quotes.
@@ -91,10 +93,12 @@ from memory_nmt_tools.synthetic_documents import contrastive_items, write_docume
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "memory_nmt"
 
+CONCAT_SYSTEM = ["--task", "document_translation", "--arch", "transformer_context_concat_small",
+                 "--criterion", "document_label_smoothed_cross_entropy"]
 SYSTEMS = {
     "sentence": SENTENCE_SYSTEM,
-    "concat": ["--task", "document_translation", "--arch", "transformer_context_concat_small",
-               "--criterion", "document_label_smoothed_cross_entropy"],
+    "concat": CONCAT_SYSTEM,
+    "concat_target": [*CONCAT_SYSTEM, "--target-context", "1"],
     "memory": MEMORY_SYSTEM,
 }
 LONG_RANGE_MODEL = [  # docs/analyses.md's long-range runs: 3+3 layers of 128/256, 4 heads
