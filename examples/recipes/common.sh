@@ -171,11 +171,12 @@ already_done() {
     return 1
 }
 
-# Split an options string into the array named by $1 as the shell splits a command line (quotes
-# keep a path with spaces one word: checkpoint_options.py quotes what it prints so).
+# Split an options string into the array named by $1 as the shell splits a command line, expanding
+# nothing (quotes keep a path with spaces one word: checkpoint_options.py quotes what it prints so).
+# shlex.join quotes every word it prints, so the eval only assigns them.
 split_words() {
     local quoted
-    quoted=$("$PYTHON" -c 'import shlex, sys
+    quoted=$("$PYTHON" -I -S -c 'import shlex, sys
 try:
     print(shlex.join(shlex.split(sys.argv[1])))
 except ValueError as error:
@@ -274,14 +275,16 @@ finetune_memory_as() {
         --max-epoch "$FINETUNE_EPOCHS" --patience -1 "${extra[@]}" "$@"
 }
 
-# Options of a finetuning from the sentence model for the memory model's budget: FINETUNE_EPOCHS
-# epochs, as many target tokens as it saw (the best checkpoint on the validation split is kept).
+# Into the array named by $1, the options of a finetuning from the sentence model for the memory
+# model's budget: FINETUNE_EPOCHS epochs, as many target tokens as it saw (the best checkpoint on
+# the validation split is kept).
 equal_budget_options() {
+    local -n budget_options=$1
     local sentence=$WORK_DIR/checkpoints/sentence/checkpoint_best.pt
     [[ -f $sentence ]] || fail "no $sentence; run train_sentence first"
-    echo "--finetune-from-model $sentence --max-epoch $FINETUNE_EPOCHS --patience -1" \
-        "--lr $FINETUNE_LR --lr-scheduler inverse_sqrt --warmup-updates $MEMORY_WARMUP" \
-        "--warmup-init-lr 1e-7 --dropout $MEMORY_DROPOUT"
+    budget_options=(--finetune-from-model "$sentence" --max-epoch "$FINETUNE_EPOCHS" --patience -1
+        --lr "$FINETUNE_LR" --lr-scheduler inverse_sqrt --warmup-updates "$MEMORY_WARMUP"
+        --warmup-init-lr 1e-7 --dropout "$MEMORY_DROPOUT")
 }
 
 # A document system NAME (--arch ARCH), in its own training batches, finetuned from the sentence
@@ -289,7 +292,7 @@ equal_budget_options() {
 finetune_for_budget() {
     local name=$1 arch=$2 budget
     shift 2
-    split_words budget "$(equal_budget_options)"
+    equal_budget_options budget
     train "$name" --task document_translation --arch "$arch" \
         --criterion document_label_smoothed_cross_entropy "${budget[@]}" "$@"
 }
@@ -320,18 +323,19 @@ finetune_concat() {
     finetune_for_budget concat "$CONCAT_ARCH" "${context[@]}" "${extra[@]}"
 }
 
-# The memory model's two learning rates: PRETRAINED_LR for what the sentence model trained,
-# MEMORY_LR for the parameters a system adds.
+# Into the array named by $1, the memory model's two learning rates: PRETRAINED_LR for what the
+# sentence model trained, MEMORY_LR for the parameters a system adds.
 two_rate_options() {
-    echo "--lr-scheduler two_rate_inverse_sqrt --lr $PRETRAINED_LR --context-lr $MEMORY_LR" \
-        "--context-warmup-updates $MEMORY_WARMUP"
+    local -n rate_options=$1
+    rate_options=(--lr-scheduler two_rate_inverse_sqrt --lr "$PRETRAINED_LR" --context-lr "$MEMORY_LR"
+        --context-warmup-updates "$MEMORY_WARMUP")
 }
 
 # The Associated Memory Network: its CAMN is new, so it trains at the memory model's two rates.
 finetune_amn() {
     local context rates extra
     split_words context "$AMN_CONTEXT"
-    split_words rates "$(two_rate_options)"
+    two_rate_options rates
     split_words extra "$AMN_ARGS"
     finetune_for_budget amn "$AMN_ARCH" "${context[@]}" "${rates[@]}" "${extra[@]}"
 }
@@ -342,7 +346,7 @@ finetune_amn() {
 # (--global-layer extra; the paper's own layout makes the last of N layers the global one).
 finetune_local_global() {
     local rates extra
-    split_words rates "$(two_rate_options)"
+    two_rate_options rates
     split_words extra "$LOCAL_GLOBAL_ARGS"
     finetune_for_budget local_global "$LOCAL_GLOBAL_ARCH" --chunk-sentences "$CHUNK_SENTENCES" \
         --global-layer extra --max-tokens "$LOCAL_GLOBAL_MAX_TOKENS" "${rates[@]}" "${extra[@]}"
@@ -352,7 +356,7 @@ finetune_local_global() {
 # alone bring, without context.
 continue_sentence() {
     local budget extra
-    split_words budget "$(equal_budget_options)"
+    equal_budget_options budget
     split_words extra "$CONTROL_ARGS"
     train sentence_continued "${SENTENCE_TASK_ARGS[@]}" --arch "$SENTENCE_ARCH" --criterion "$SENTENCE_CRITERION" \
         "${budget[@]}" "${extra[@]}"

@@ -41,7 +41,7 @@ def from_pretrained_run(tmp_path_factory):
     lang_dict = tmp_path / "mbart 50" / "langs.txt"  # a space, kept by the options' quotes
     lang_dict.parent.mkdir()
     lang_dict.write_text("de\nen\n", encoding="utf-8")
-    work = tmp_path / "work"
+    work = tmp_path / "the work's dir"  # its paths in the options keep a space and a quote
     environment = dict(PRETRAINED=tmp_path / "pretrained.pt", DICT=dictionary,
                        SPM_MODEL=tmp_path / "spm.model", DOCUMENTS=documents, LANG_DICT=lang_dict)
     environment["PRETRAINED"].write_bytes(b"")  # a placeholder: prepare and binarize read no checkpoint

@@ -1,7 +1,8 @@
 """The papers' presets (examples/recipes/local_global_paper.sh, amn_paper.sh): the commands their train,
 generate and score steps run carry each paper's settings, and fairseq's parsers take them (the model's
 options checked as fairseq-train checks them). A stand-in for Python records each command, without
-reading data or training; fairseq's commands are then parsed here, as fairseq-train and fairseq-generate
+reading data or training (the recipes' own ``-c`` snippets, which split options into words, it hands to
+Python); fairseq's commands are then parsed here, as fairseq-train and fairseq-generate
 parse them."""
 import json
 import os
@@ -15,7 +16,9 @@ from conftest import REPO
 
 RECIPES = REPO / "examples" / "recipes"
 STAND_IN = f"""#!{sys.executable}
-import json, sys
+import json, os, sys
+if "-c" in sys.argv[1:4]:
+    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 with open(sys.argv[0] + ".log", "a") as log:
     log.write(json.dumps(sys.argv[1:]) + "\\n")
 if sys.argv[1:2] == ["-"]:
@@ -33,7 +36,7 @@ def commands_of(preset, tmp_path, **environment):
     python = tmp_path / "python"
     python.write_text(STAND_IN)
     python.chmod(0o755)
-    work = tmp_path / "work"
+    work = tmp_path / "the work's dir"  # the options that name its files keep a space and a quote
     env = {**os.environ, "WORK_DIR": str(work), "PYTHON": str(python), **environment}
     done = subprocess.run(["bash", str(RECIPES / preset), "--steps", "train,generate,score"], env=env, cwd=REPO,
                           capture_output=True, text=True)
