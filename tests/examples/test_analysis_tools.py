@@ -254,8 +254,8 @@ def test_attention_maps_command_writes_both_plots(memory_model, data_bin, tmp_pa
 
 def test_attention_maps_name_a_missing_or_short_document(memory_model, data_bin, tmp_path):
     path, _, task = memory_model
-    dataset = task.dataset("test")
-    last = dataset.documents[-1]
+    task.load_dataset("test")  # the module's other tests may not have loaded it
+    last = task.dataset("test").documents[-1]
     common = ["--path", str(path), "--data", str(data_bin), "--plot-prefix", str(tmp_path / "m")]
     with pytest.raises(SystemExit, match="document 'nope' is not in .*test.en-de.docids"):
         memory_attention_maps.main([*common, "--document", "nope", "--sentence", "1"])
