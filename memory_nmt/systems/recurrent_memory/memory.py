@@ -245,13 +245,15 @@ class RecurrentMemory(nn.Module):
         During incremental decoding the memory's keys and values are projected once per
         sentence and kept in ``incremental_state``, as fairseq does for encoder attention;
         once they are (``has_cached_read``), ``memory`` may be None. With ``read_positions``
-        the unit puts them there itself (``cache_read``): fairseq's cache of an encoder-decoder
+        the unit puts them there itself (``cache_read``) from the memory it is given, and the
+        layer gives it none once they are there: fairseq's cache of an encoder-decoder
         attention would project the keys it is given as its values too, and here the two differ.
         ``forbidden`` (B x T x slots), for packed rows, is True where a state may not read a
         slot (another sentence's).
         """
-        if self.read_positions and incremental_state is not None and not self.has_cached_read(incremental_state):
+        if self.read_positions and incremental_state is not None and memory is not None:
             self.cache_read(memory, incremental_state)
+            memory = None  # the read takes the cached keys and values, as at the later steps
         attended, _ = self.read_attn(
             states,
             self.read_keys(memory),
