@@ -264,28 +264,31 @@ def test_ablations_step_finetunes_each_configuration_per_seed_and_averages(news_
     to two finetunes."""
     work, environment = news_run
     run_recipe("news.sh", work, "--steps", "ablations", **dict(environment, ABLATIONS="encoder:0", SEEDS="1 2"))
-    expected = []
-    for offset, (sides, layers) in enumerate((("encoder", "0"), ("both", "-1"))):
-        for seed in (1, 2):
-            name = f"memory-{sides}-{layers}-seed{seed}"
-            path = work / f"score-{name}.json"
-            if sides == "encoder":
-                checkpoint = last_checkpoint(work, name)
-                model, common = checkpoint["cfg"]["model"], checkpoint["cfg"]["common"]
-                assert (model.memory_sides, model.memory_layers, common["seed"]) == (sides, layers, seed)
-                assert checkpoint["extra_state"]["train_iterator"]["epoch"] == 2  # the budget: 1 epoch
-            else:  # finished: its checkpoint's and its translation's markers, a score file of the same form
-                (work / "checkpoints" / name).mkdir()
-                (work / "checkpoints" / name / ".done").touch()
-                (work / f"generate-{name}.txt").touch()
-                shutil.copyfile(work / f"score-memory-encoder-0-seed{seed}.json", path)
-            scores = json.loads(path.read_text(encoding="utf-8"))
-            values = [10 * seed + offset + part for part in (0.1, 0.2, 0.3, 0.4)]
-            scores["s_bleu"], scores["d_bleu"] = values[:2]
-            scores["tokenized"]["s_bleu"], scores["tokenized"]["d_bleu"] = values[2:]
-            path.write_text(json.dumps(scores), encoding="utf-8")
-        means = [15 + offset + part for part in (0.1, 0.2, 0.3, 0.4)]
-        expected.append(f"| {sides} | {layers} | 1, 2 | " + " | ".join(f"{m:.2f}" for m in means) + " |")
+
+    def give_scores(name, seed, offset):  # distinct values, so that the means tell the runs apart
+        path = work / f"score-{name}.json"
+        scores = json.loads(path.read_text(encoding="utf-8"))
+        values = [10 * seed + offset + part for part in (0.1, 0.2, 0.3, 0.4)]
+        scores["s_bleu"], scores["d_bleu"] = values[:2]
+        scores["tokenized"]["s_bleu"], scores["tokenized"]["d_bleu"] = values[2:]
+        path.write_text(json.dumps(scores), encoding="utf-8")
+
+    for seed in (1, 2):
+        trained = f"memory-encoder-0-seed{seed}"
+        checkpoint = last_checkpoint(work, trained)
+        model, common = checkpoint["cfg"]["model"], checkpoint["cfg"]["common"]
+        assert (model.memory_sides, model.memory_layers, common["seed"]) == ("encoder", "0", seed)
+        assert checkpoint["extra_state"]["train_iterator"]["epoch"] == 2  # the budget: 1 epoch
+        finished = f"memory-both--1-seed{seed}"  # its checkpoint's and translation's markers, a score file
+        (work / "checkpoints" / finished).mkdir()
+        (work / "checkpoints" / finished / ".done").touch()
+        (work / f"generate-{finished}.txt").touch()
+        shutil.copyfile(work / f"score-{trained}.json", work / f"score-{finished}.json")
+        give_scores(trained, seed, 0)
+        give_scores(finished, seed, 1)
+    expected = [f"| {sides} | {layers} | 1, 2 | "
+                + " | ".join(f"{15 + offset + part:.2f}" for part in (0.1, 0.2, 0.3, 0.4)) + " |"
+                for offset, (sides, layers) in enumerate((("encoder", "0"), ("both", "-1")))]
     rerun = run_recipe("news.sh", work, "--steps", "ablations", **dict(environment, ABLATIONS="encoder:0 both:-1",
                                                                        SEEDS="1 2"))
     assert "fairseq_cli.train" not in rerun and "fairseq_cli.generate" not in rerun
