@@ -17,22 +17,17 @@
 The command lines, the synthetic test documents and the speed and memory benchmarks are
 ``memory_nmt_tools``, a package beside this one (importing it imports no fairseq).
 
-Importing the package registers the systems, task, criterion and scheduler with fairseq, makes
-fairseq's checkpoints loadable under torch >= 2.6 (``readable_checkpoints.py``), lets fairseq's
-distributed training run under torchrun on CPU-only machines (``cpu_distributed.py``), ends the
-thread that makes batches ahead before the interpreter exits, where it could abort a finished run
-(``batches_ahead.py``), and has the command lines print an error in what the user gave on one line,
-without a traceback (``one_line_errors.py``).
+Importing the package registers the systems, task, criterion and scheduler with fairseq, and makes
+the few changes of fairseq's behaviour that cannot wait for the plugin's own objects, listed with
+their reasons in ``fairseq_changes.py``: every process gets fairseq's checkpoints readable under
+torch >= 2.6; a command line that runs the document task gets its errors in what the user gave on
+one line and torchrun on CPU-only machines.
 """
-from .readable_checkpoints import allow_fairseq_checkpoints
-from .cpu_distributed import allow_cpu_torchrun
-from .batches_ahead import stop_batches_ahead_before_exit
-from .one_line_errors import print_input_errors_plainly
+import sys
 
-allow_fairseq_checkpoints()
-allow_cpu_torchrun()
-stop_batches_ahead_before_exit()
-print_input_errors_plainly()
+from .fairseq_changes import make_changes
+
+make_changes(sys.argv)
 
 from .pipeline import criterion, task  # noqa: E402,F401  (registration side effects)
 from .systems import two_rate_schedule  # noqa: E402,F401

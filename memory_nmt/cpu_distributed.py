@@ -4,10 +4,11 @@ fairseq 0.12 reads torchrun's environment only when ``--distributed-world-size``
 which defaults to the number of GPUs, and then picks ``rank % torch.cuda.device_count()`` as
 the device, which divides by zero without a GPU. So on a CPU-only machine
 ``torchrun --nproc_per_node 2 fairseq-train ... --cpu`` silently runs independent single-worker
-trainings that overwrite each other's checkpoints. Importing the plugin wraps fairseq's
+trainings that overwrite each other's checkpoints. ``reading_torchrun_on_cpu`` wraps fairseq's
 ``infer_init_method``: when torchrun's variables say there are several processes and no GPU is
 visible, every process joins one process group (``env://``) with torchrun's rank and world
-size. Machines with GPUs keep fairseq's own behaviour.
+size. Machines with GPUs keep fairseq's own behaviour. ``fairseq_changes.py`` puts the wrapper in
+fairseq's place, for the command lines that run the document task only.
 
 Without a GPU two launches cannot work, and are refused on one line naming the fix: torchrun's
 workers with fairseq's default ``--distributed-backend nccl`` (NCCL needs CUDA: every worker ended
@@ -17,7 +18,6 @@ worker a GPU itself, and asserted "world size is N but have 0 available devices"
 import os
 
 import torch
-from fairseq.distributed import utils as distributed_utils
 
 from .pipeline.option_ranges import OptionError
 
@@ -25,11 +25,9 @@ TORCHRUN_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 SLURM_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")  # fairseq starts its workers from these
 
 
-def allow_cpu_torchrun():
-    """Make ``fairseq.distributed.utils.call_main`` honour torchrun on CPU (idempotent)."""
-    fairseq_infer = distributed_utils.infer_init_method
-    if getattr(fairseq_infer, "reads_torchrun_on_cpu", False):
-        return
+def reading_torchrun_on_cpu(fairseq_infer):
+    """fairseq's ``infer_init_method`` (``fairseq_infer``), which ``fairseq.distributed.utils.call_main``
+    calls, honouring torchrun on the CPU."""
 
     def infer_init_method(cfg, force_distributed=False):
         if cfg.distributed_init_method is None and torch.cuda.device_count() == 0 and not cfg.tpu:
@@ -50,8 +48,7 @@ def allow_cpu_torchrun():
                 )
         fairseq_infer(cfg, force_distributed)
 
-    infer_init_method.reads_torchrun_on_cpu = True
-    distributed_utils.infer_init_method = infer_init_method
+    return infer_init_method
 
 
 def check_cpu_backend(backend: str):

@@ -2,16 +2,19 @@
 
 fairseq's command lines let every exception end the process with its traceback. For an
 ``InputError`` (``pipeline/errors.py``) the traceback only buries the message, which names what
-to fix and how: importing the plugin has the process print such an error, when nothing catches
-it, as argparse prints a bad option (``fairseq-train: error: ...``), and exit with status 1. So
+to fix and how: a command line that runs the document task prints such an error, when nothing
+catches it, as argparse prints a bad option (``fairseq-train: error: ...``), and exits with status 1. So
 are the checks of options that fairseq's command lines make themselves with ``assert``
 (``fairseq_cli``'s own frames: "--batch-size cannot be larger than --buffer-size", "--sampling
 requires --nbest to be equal to --beam"), their input that is not UTF-8 (where Python reads it
 strictly; otherwise fairseq-interactive names the line, ``pipeline/interactive.py``), and an
-``InputError`` that fairseq caught and wrapped
-in an error of its own ("Cannot load model parameters from checkpoint ...; please ensure that
-the architectures match", fairseq-train's around a checkpoint the plugin refused). Every other
+``InputError`` that fairseq caught and wrapped in an error of its own ("Cannot load model parameters
+from checkpoint ...; please ensure that the architectures match", fairseq-train's around a
+checkpoint a system's model refused to load: ``pipeline/checkpoint_fit.py``). Every other
 exception keeps its traceback, and Python code that catches the error gets it as it is.
+
+``plain_input_errors`` makes that hook; ``fairseq_changes.py`` installs it, for the command lines
+that run the document task only.
 """
 import os
 import sys
@@ -38,11 +41,9 @@ def is_undecodable_input(kind, traceback) -> bool:
         in_command_line(frame) for frame in tracebacks.extract_tb(traceback))
 
 
-def print_input_errors_plainly():
-    """Wrap ``sys.excepthook`` so that an uncaught ``InputError`` prints only its message (idempotent)."""
-    previous = sys.excepthook
-    if getattr(previous, "prints_input_errors_plainly", False):
-        return
+def plain_input_errors(previous):
+    """An excepthook that prints only the message of an uncaught ``InputError`` (and of the errors above),
+    and hands every other exception to ``previous``."""
 
     def excepthook(kind, error, traceback):
         if kind is Exception and isinstance(error.__context__, InputError):  # fairseq's wrapping
@@ -57,5 +58,4 @@ def print_input_errors_plainly():
         else:
             previous(kind, error, traceback)
 
-    excepthook.prints_input_errors_plainly = True
-    sys.excepthook = excepthook
+    return excepthook

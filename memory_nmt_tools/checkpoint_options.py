@@ -31,12 +31,12 @@ from typing import List, Optional, Tuple
 
 from fairseq import checkpoint_utils
 
-# importing the plugin makes fairseq's checkpoints readable (memory_nmt/readable_checkpoints.py)
-from memory_nmt.pipeline.checkpoint_files import config_value
+# importing the plugin makes fairseq's checkpoints readable (memory_nmt/fairseq_changes.py)
+from memory_nmt.pipeline.checkpoint_files import CheckpointFileError, check_checkpoint_file, config_value
+from memory_nmt.pipeline.checkpoint_fit import MODEL_OPTIONS
 from memory_nmt.pipeline.checkpoint_languages import LanguageOptions
 from memory_nmt.pipeline.language_tokens import read_lang_dict
 from memory_nmt.pipeline.option_ranges import OptionError, flag_of
-from memory_nmt.systems.checkpoint_fit import MODEL_OPTIONS
 
 
 class CheckpointOptionsError(Exception):
@@ -58,7 +58,10 @@ def shape_and_languages(path: str, lang_dict: Optional[str] = None,
     """(the shape options, the language options) of ``path``, loaded once; no language options
     without ``with_languages`` (they may need a ``lang_dict`` that a shape does not)."""
     try:
+        check_checkpoint_file(path)
         state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    except CheckpointFileError as error:
+        raise CheckpointOptionsError(str(error)) from None
     except (OSError, RuntimeError) as error:
         raise CheckpointOptionsError(f"{path}: cannot read it as a fairseq checkpoint ({error})") from None
     config = state.get("cfg") or {}

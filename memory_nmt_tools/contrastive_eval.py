@@ -43,6 +43,8 @@ from tqdm import tqdm
 
 import memory_nmt  # noqa: F401  (registers the plugin; lets fairseq load checkpoints)
 from memory_nmt.evaluation import contrastive
+from memory_nmt.pipeline.checkpoint_files import check_checkpoint_file
+from memory_nmt.pipeline.errors import InputError
 
 from .paths import check_paths
 from .prepare_documents import apply_bpe, apply_sentencepiece, load_sentencepiece, spm_model_refused_with, tokenize
@@ -149,6 +151,7 @@ def load(path, data, use_cuda, model_overrides=None):
     """The checkpoint's model, its task, and its architecture's name (which labels its results);
     ``model_overrides`` replaces options the checkpoint was trained with, as fairseq's --model-overrides."""
     overrides = {**(model_overrides or {}), **({"data": str(data)} if data else {})}
+    check_checkpoint_file(path)
     (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=overrides)
     return (model.cuda() if use_cuda else model), task, cfg.model._name
 
@@ -253,7 +256,7 @@ def main(argv=None):
                 args.sentence_model, args.sentence_data or args.data, items, segment, args, use_cuda
             )
             results[f"{architecture} (--sentence-model)" if architecture in results else architecture] = accuracy
-    except (contrastive.ContrastiveDataError, TextFileError) as error:
+    except (InputError, TextFileError) as error:
         sys.exit(f"error: {error}")
     if args.json:
         print(json.dumps({

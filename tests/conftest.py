@@ -218,7 +218,7 @@ PRETRAINING = [
     "--max-update", "3", "--max-tokens", "200", "--cpu", "--seed", "1", "--log-format", "simple",
     "--no-epoch-checkpoints", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
     "--required-batch-size-multiple", "1", "-s", "en", "-t", "de",
-    "--data-buffer-size", "0",  # fairseq alone: no thread making batches to abort its exit (memory_nmt/batches_ahead.py)
+    "--data-buffer-size", "0",  # fairseq alone: no thread making batches to abort its exit (memory_nmt/pipeline/batches_ahead.py)
 ]
 BART_TASK = ["--task", "translation_from_pretrained_bart", "--langs", "en,de"]
 MULTILINGUAL_TASK = ["--task", "translation_multi_simple_epoch", "--lang-pairs", "en-de", "--langs", "en,de",

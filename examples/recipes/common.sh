@@ -125,7 +125,9 @@ case $POSITIONS in
 esac
 case $SENTENCE_TASK in
     translation)
-        SENTENCE_TASK_ARGS=(--task translation --required-batch-size-multiple 1)
+        # fairseq's own iterator: no thread making batches ahead, which can abort the exit of a run stopped
+        # inside an epoch (--max-update; memory_nmt/pipeline/batches_ahead.py); its DataLoader worker still does
+        SENTENCE_TASK_ARGS=(--task translation --required-batch-size-multiple 1 --data-buffer-size 0)
         SENTENCE_CRITERION=label_smoothed_cross_entropy ;;
     document_translation)
         SENTENCE_TASK_ARGS=(--task document_translation)

@@ -13,6 +13,7 @@ the analyses recompute the attention with its weights (``RecurrentMemory.write``
 import torch
 from fairseq import checkpoint_utils
 
+from ..pipeline.checkpoint_files import check_checkpoint_file
 from ..pipeline.errors import InputError
 from ..pipeline.teacher_forcing import teacher_forced_step
 
@@ -23,6 +24,7 @@ class AttentionMapError(InputError):
 
 def load_model(path, data):
     """The model (eval mode, CPU) and task of a checkpoint, reading data from ``data``."""
+    check_checkpoint_file(path)
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [str(path)], arg_overrides={"data": str(data)}
     )

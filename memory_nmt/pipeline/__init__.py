@@ -15,6 +15,8 @@ feeds the batches to fairseq; ``criterion.py`` trains on them and
 teacher-forced on its reference is ``teacher_forcing.py``'s, and the gradient across sentences
 ``truncation.py``'s; ``interactive.py`` and ``hub.py`` place fairseq-interactive's lines and
 Python's documents in lanes; ``precision.py`` checks fairseq's precision options for the task.
+The parameters a system adds to read its context are tagged (``context_parameters.py``), so that
+a checkpoint fits any system alike (``checkpoint_fit.py``).
 Its modules import only each other and fairseq, lowest first:
 ``task.py`` at the top, nothing below it imports it.
 """

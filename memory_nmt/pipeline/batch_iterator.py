@@ -1,10 +1,8 @@
-"""The document task's epoch iterator: fairseq's ``EpochBatchIterator`` with three differences.
+"""The document task's epoch iterator: fairseq's ``EpochBatchIterator`` with four differences.
 
 ``task.py``'s ``get_batch_iterator`` returns a ``DocumentBatchIterator`` over the batches its
 planner made (``planners.py``); fairseq-train, fairseq-generate and the plugin's tools iterate it
-as any fairseq iterator. (The batches it makes ahead, ``--data-buffer-size``, end before the
-interpreter exits, as every fairseq iterator's do once the plugin is imported:
-``memory_nmt/batches_ahead.py``.)
+as any fairseq iterator.
 
 1. An epoch lets its DataLoader, and with it the DataLoader's worker processes, go as soon as its
    last batch is taken. fairseq leaves a finished epoch's workers running until its iterator is
@@ -20,12 +18,15 @@ interpreter exits, as every fairseq iterator's do once the plugin is imported:
    names, in a warning, those a resumed run changes: fairseq-train resumes with its command line's
    options, so an option left out, or a default changed since the run began, would otherwise change
    the training without a word.
+4. The batches it makes ahead (``--data-buffer-size``) are made in a thread that ends before the
+   interpreter exits, where fairseq's could abort a run stopped inside an epoch (``batches_ahead.py``).
 """
 import logging
 from typing import Optional
 
 from fairseq.data import iterators
 
+from .batches_ahead import BatchesAhead
 from .data import DocumentDataError
 
 logger = logging.getLogger(__name__)
@@ -37,8 +38,10 @@ TRAINING_OPTIONS = "training_options"  # in the training iterator's state: the p
 class DocumentBatchIterator(iterators.EpochBatchIterator):
     """fairseq's EpochBatchIterator, with the differences above."""
 
-    def __init__(self, *args, plan: Optional[str] = None, training_options: Optional[dict] = None, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args, buffer_size: int = 0, plan: Optional[str] = None,
+                 training_options: Optional[dict] = None, **kwargs):
+        super().__init__(*args, **kwargs)  # without fairseq's batches made ahead: its own are made below
+        self.batches_ahead = min(buffer_size, 20)  # fairseq's bound
         self.plan = plan
         self.training_options = training_options
 
@@ -73,13 +76,15 @@ class DocumentBatchIterator(iterators.EpochBatchIterator):
         batches = super()._get_iterator_for_epoch(epoch, shuffle, fix_batches_to_gpus, offset)
         if batches is None:
             return None
-        return iterators.CountingIterator(let_go_before_last(batches), start=batches.n, total=batches.total)
+        items = let_go_before_last(batches)
+        if self.batches_ahead > 0:
+            items = BatchesAhead(self.batches_ahead, items, batches.total - batches.n)
+        return iterators.CountingIterator(items, start=batches.n, total=batches.total)
 
 
 def let_go_before_last(batches):
-    """The items of ``batches`` (fairseq's CountingIterator over a DataLoader, or over the batches
-    made ahead from it); ``batches`` is dropped before the last item is handed on, so the DataLoader
-    goes at once."""
+    """The items of ``batches`` (fairseq's CountingIterator over a DataLoader); ``batches`` is dropped
+    before the last item is handed on, so the DataLoader goes at once."""
     while batches.has_next():
         batch = next(batches)
         if not batches.has_next():

@@ -5,15 +5,18 @@ and refuses any other class, since unpickling a class can run code the file hold
 checkpoints hold a few classes more: the options (``argparse.Namespace`` in older ones,
 omegaconf's containers, their nodes and metadata in newer ones) and numpy's numbers and arrays:
 ``FAIRSEQ_CHECKPOINT_CLASSES``, which importing the plugin adds to torch's allow-list
-(``memory_nmt/readable_checkpoints.py``), so that every ``torch.load`` fairseq makes reads them.
+(``memory_nmt/fairseq_changes.py``), so that every ``torch.load`` fairseq makes reads them.
 
-``load_checkpoint_file`` (which fairseq's checkpoint loader calls, and the plugin wherever it
-reads a checkpoint) refuses on one line naming the file: one that holds any other class (naming
-the classes; ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``, torch's own switch, loads a file you trust with
-full unpickling, in fairseq's loads as in this one), one that is empty or cut short (a copy or a run
+``load_checkpoint_file`` (which the plugin reads a checkpoint with wherever it reads one itself)
+refuses on one line naming the file: one that holds any other class (naming the classes;
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``, torch's own switch, loads a file you trust with full
+unpickling, in fairseq's loads as in this one), one that is empty or cut short (a copy or a run
 interrupted while writing it), and one that torch wrote but fairseq did not (without the model's
-weights, its options or its optimizer history), where fairseq would fail with ``EOFError``,
-``UnpicklingError``, ``OSError`` or ``KeyError: 'best_loss'`` from deep inside its loader.
+weights, its options or its optimizer history), where fairseq's loader fails with ``EOFError``,
+``UnpicklingError``, ``OSError`` or ``KeyError: 'best_loss'`` from deep inside. The document task
+reads the checkpoints a run loads this way when it is set up, before fairseq's loader does
+(``checkpoint_languages.py``); the plugin's tools that load a checkpoint through fairseq without a
+task check it first (``check_checkpoint_file``).
 """
 import argparse
 import collections
@@ -84,6 +87,12 @@ def load_checkpoint_file(f, *args, **kwargs):
             "give a checkpoint that fairseq-train wrote (checkpoint_best.pt, checkpoint_last.pt, ...)"
         )
     return state
+
+
+def check_checkpoint_file(path):
+    """Refuse ``path`` on one line where it is not a whole fairseq checkpoint (``load_checkpoint_file``,
+    its tensors mapped, not read), before fairseq's own loader reads it."""
+    load_checkpoint_file(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
 
 
 def unreadable(name, error: Exception) -> CheckpointFileError:

@@ -39,6 +39,7 @@ from omegaconf import II
 from omegaconf.errors import InterpolationResolutionError
 
 from .batch_iterator import DocumentBatchIterator
+from .checkpoint_fit import TRAINING_START, check_training_start
 from .checkpoint_languages import checkpoints_loaded, take_checkpoint_languages
 from .chosen_context import check_split
 from .criterion import DocumentLabelSmoothedCrossEntropyConfig, DocumentLabelSmoothedCrossEntropyCriterion
@@ -249,6 +250,8 @@ class DocumentTranslationConfig(TranslationConfig):
     finetune_from_model: Optional[str] = II("checkpoint.finetune_from_model")  # what fairseq-train loads, unless
     restore_file: Optional[str] = II("checkpoint.restore_file")  # ... it resumes a run
     save_dir: Optional[str] = II("checkpoint.save_dir")
+    reset_optimizer: bool = II("checkpoint.reset_optimizer")  # ... and whether it takes only the weights
+    reset_dataloader: bool = II("checkpoint.reset_dataloader")
     fp16: bool = II("common.fp16")  # the run's precision (precision.py)
     memory_efficient_fp16: bool = II("common.memory_efficient_fp16")
     bf16: bool = II("common.bf16")
@@ -329,6 +332,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         if self.trains_its_model:
             check_training_precision(self.precision_options())
             check_used(self.cfg, DocumentTranslationConfig, self.regime)
+            check_training_start(model, cfg, **{name: from_the_run(self.cfg, name) for name in TRAINING_START})
             window = f"; --optimization-window {self.cfg.optimization_window}" if self.regime.unit == "lanes" else ""
             logger.info("training batches: %s%s", self.regime.training.describe(), window)
         return model

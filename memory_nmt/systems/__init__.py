@@ -3,8 +3,7 @@
 
 Shared by them: declaring a system's options once (``options.py``), their small named sizes
 (``sizes.py``), the carry of systems whose context is earlier sentences' tokens
-(``previous_sentences.py``), the parameters a system adds to the transformer
-(``context_parameters.py``), loading a sentence-level checkpoint into a system
-(``checkpoint_fit.py``) and the scheduler that trains the added parameters at their own rate
-(``two_rate_schedule.py``).
+(``previous_sentences.py``) and the scheduler that trains the parameters a system adds to the
+transformer at their own rate (``two_rate_schedule.py``). A system tags those parameters and fits a
+checkpoint through the pipeline (``pipeline/context_parameters.py``, ``pipeline/checkpoint_fit.py``).
 """

@@ -25,7 +25,7 @@ from fairseq.optim.lr_scheduler.inverse_square_root_schedule import (
 )
 
 from ..pipeline.option_ranges import OptionError, Range, add_with_ranges, check_ranges, flag_of
-from .context_parameters import is_context_parameter
+from ..pipeline.context_parameters import is_context_parameter
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import torch
 from fairseq.data import data_utils
 
 from conftest import LOCAL_GLOBAL, REPO, build, load_script, save_checkpoint
-from memory_nmt.systems.context_parameters import is_context_parameter
+from memory_nmt.pipeline.context_parameters import is_context_parameter
 
 SCRIPT = REPO / "examples" / "making_the_most_of_context" / "global_attention_maps.py"
 

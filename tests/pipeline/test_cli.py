@@ -152,10 +152,9 @@ def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin
     ({"model": {}}, "torch can read it, but fairseq did not write it (it has no 'cfg', no 'optimizer_history')"),
 ], ids=["empty", "cut-short", "not-fairseq", "weights-only"])
 def test_a_file_that_is_not_a_whole_checkpoint_is_refused_by_name(data_bin, concat_checkpoint, tmp_path, contents, message):
-    """fairseq fails on these with EOFError, OSError or KeyError: 'best_loss' from its loader."""
-    from fairseq import checkpoint_utils
-
-    from memory_nmt.pipeline.checkpoint_files import CheckpointFileError
+    """fairseq fails on these with EOFError, OSError or KeyError: 'best_loss' from its loader; the plugin reads
+    a checkpoint before fairseq's loader does (fairseq-generate's, on one line: test_new_user_cases.py)."""
+    from memory_nmt.pipeline.checkpoint_files import CheckpointFileError, check_checkpoint_file
 
     path = tmp_path / "checkpoint.pt"
     if contents is None:
@@ -165,7 +164,7 @@ def test_a_file_that_is_not_a_whole_checkpoint_is_refused_by_name(data_bin, conc
     else:
         torch.save(contents, path)
     with pytest.raises(CheckpointFileError, match=re.escape(f"{path}: {message}")):
-        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+        check_checkpoint_file(str(path))
 
 
 def test_an_error_in_what_the_user_gave_is_one_line_without_a_traceback(data_bin, tmp_path):
@@ -199,9 +198,8 @@ def test_a_checkpoint_trained_with_another_dictionary_is_refused(data_bin, conca
 
 STOPPED_INSIDE_AN_EPOCH = """
 import torch
-from fairseq.data import iterators
 
-import memory_nmt  # noqa: F401  (the plugin stops the thread before exit)
+from memory_nmt.pipeline.batch_iterator import DocumentBatchIterator
 
 class Sentences(torch.utils.data.Dataset):
     def __len__(self):
@@ -214,8 +212,8 @@ def collate(indices):  # a torch operator, which releases the GIL, most of the t
     states = torch.randn(400, 400)
     return (states @ states @ states).sum()
 
-epoch = iterators.EpochBatchIterator(dataset=Sentences(), collate_fn=collate, batch_sampler=[[i] for i in range(1000)],
-                                     buffer_size=10, disable_shuffling=True).next_epoch_itr(shuffle=False)
+epoch = DocumentBatchIterator(dataset=Sentences(), collate_fn=collate, batch_sampler=[[i] for i in range(1000)],
+                              buffer_size=10, disable_shuffling=True).next_epoch_itr(shuffle=False)
 next(epoch), next(epoch)
 print("stopped inside the epoch", flush=True)
 """
@@ -225,8 +223,8 @@ def test_a_run_stopped_inside_an_epoch_exits_while_batches_are_made_ahead():
     """A run stopped inside an epoch (fairseq-train's --max-update), fairseq's daemon thread making
     batches ahead (--data-buffer-size) inside a torch operator: Python's finalization ended that
     thread inside C++ and the process aborted ("terminate called without an active exception",
-    exit status -6) after its last checkpoint. Once the plugin is imported, the thread of any
-    fairseq iterator is stopped before exit (memory_nmt/batches_ahead.py)."""
+    exit status -6) after its last checkpoint. The document task's iterator stops its thread before
+    exit (memory_nmt/pipeline/batches_ahead.py)."""
     result = subprocess.run([sys.executable, "-c", STOPPED_INSIDE_AN_EPOCH], capture_output=True, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert "stopped inside the epoch" in result.stdout, result.stderr[-2000:]

@@ -7,6 +7,7 @@ import multiprocessing
 import time
 
 import pytest
+import torch
 from fairseq import utils
 
 from conftest import CONCAT, TINY_MODEL, batches, build
@@ -315,13 +316,33 @@ def test_every_worker_keeps_the_same_digest_of_the_epochs_batches(data_bin, arch
         assert plans(other)[0] != first
 
 
-def test_truncating_the_batches_made_ahead_reaches_what_they_are_made_from():
-    """fairseq's ``CountingIterator.take`` truncates the iterator it counts, which passes it on to what it
-    reads where that can be truncated: the batches made ahead pass it on as fairseq's own iterator does."""
-    from fairseq.data import iterators
+def test_the_batches_made_ahead_are_every_batch_in_order_and_end_when_stopped():
+    """The document task's iterator makes --data-buffer-size batches ahead in the thread of a fairseq
+    ``BufferedIterator``, which ``stop`` ends (at exit: test_cli.py); ``stop`` reads the thread and
+    what it made by fairseq's own names for them, ``_consumer`` and ``_queue``, which this pins."""
+    import queue
+    import threading
 
-    from memory_nmt.batches_ahead import BatchesAhead
+    from memory_nmt.pipeline.batch_iterator import DocumentBatchIterator
+    from memory_nmt.pipeline.batches_ahead import BatchesAhead
 
-    made_from = iterators.CountingIterator(list(range(10)))
-    counted = iterators.CountingIterator(BatchesAhead(2, made_from)).take(3)
-    assert list(counted) == [0, 1, 2] and made_from.total == 3
+    class Numbers(torch.utils.data.Dataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, index):
+            return index
+
+    def epoch():
+        return DocumentBatchIterator(dataset=Numbers(), collate_fn=lambda items: items[0],
+                                     batch_sampler=[[i] for i in range(10)], buffer_size=3,
+                                     disable_shuffling=True).next_epoch_itr(shuffle=False)
+
+    assert list(epoch()) == list(range(10))
+    batches = epoch()
+    assert next(batches) == 0
+    running = [made for made in BatchesAhead.running if made._consumer is not None and made._consumer.is_alive()]
+    assert len(running) == 1
+    assert isinstance(running[0]._consumer, threading.Thread) and isinstance(running[0]._queue, queue.Queue)
+    running[0].stop(seconds=10)
+    assert not running[0]._consumer.is_alive()

@@ -136,6 +136,8 @@ COMMAND_LINES = [  # (fairseq's command, options added, input, the line it ends 
      "fairseq-generate: error: --path {directory}: a directory; give a checkpoint file in it"),
     ("generate", ["--path", "{directory}/checkpoint_bets.pt"], None,
      "fairseq-generate: error: --path {directory}/checkpoint_bets.pt: no such file"),
+    ("generate", ["--path", "{input}"], b"",  # read by the task before fairseq's loader: EOFError in it
+     "fairseq-generate: error: {input}: cannot be read as a checkpoint (EOFError"),
     ("generate", ["--constraints"], None,  # a TypeError: fairseq-generate reads no constraints
      "fairseq-generate: error: --constraints: fairseq-generate has no constraints to decode with (a binarized split "
      "holds none, and fairseq's own translation task fails on it too): give each sentence's constraints to "

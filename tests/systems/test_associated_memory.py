@@ -29,7 +29,7 @@ from memory_nmt.pipeline.data import DocumentDataError
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.associated_memory.context_network import GATE_BIAS, ContextEncoder
 from memory_nmt.systems.associated_memory.model import AssociatedMemoryTransformerModel
-from memory_nmt.systems.context_parameters import is_context_parameter
+from memory_nmt.pipeline.context_parameters import is_context_parameter
 
 
 def amn_model(data_bin, *more):

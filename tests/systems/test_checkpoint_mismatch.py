@@ -1,5 +1,6 @@
-"""One system's checkpoint loaded into another system's model, as fairseq-train's trainer loads it
-(``systems/checkpoint_fit.check_system``): a run never resumes from another system's checkpoint,
+"""One system's checkpoint loaded into another system's model, as fairseq-train loads it: the
+document task's check as it builds the model (``DocumentTranslationTask.check_training_start``,
+``pipeline/checkpoint_fit.check_system``), then fairseq's trainer: a run never resumes from another system's checkpoint,
 and another system's weights start a model only where they fit it as a plain transformer's
 would; each refusal is one line naming both systems and the first parameter that differs.
 
@@ -17,12 +18,11 @@ import numpy
 import pytest
 import torch
 from fairseq.trainer import Trainer
-from omegaconf import open_dict
 
 from conftest import (AMN, COMMON, CONCAT, LOCAL_GLOBAL, REPO, TINY_DIMS, TINY_MODEL, build, fairseq_command,
                       save_checkpoint)
-from memory_nmt.pipeline.checkpoint_files import CheckpointFileError
-from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
+from memory_nmt.pipeline.checkpoint_files import CheckpointFileError, check_checkpoint_file
+from memory_nmt.pipeline.checkpoint_fit import CheckpointMismatchError, check_training_start
 
 SYSTEMS = {
     "transformer": ["--arch", "transformer", *TINY_DIMS],
@@ -70,8 +70,9 @@ FINETUNED = [pair for pair in PAIRS if pair != ("transformer", "local_global")]
 
 @pytest.fixture(scope="module")
 def systems(data_bin, tmp_path_factory):
-    """{system: (trainer, checkpoint)}: each tiny model in fairseq's trainer, and its checkpoint,
-    whose parameters are offset by the system's index so that no two systems' are equal."""
+    """{system: (trainer, checkpoint)}: each tiny model in fairseq's trainer, and its checkpoint, the
+    last of a run's --save-dir of its own, whose parameters are offset by the system's index so that
+    no two systems' are equal."""
     directory = tmp_path_factory.mktemp("systems")
     built = {}
     for index, (name, arguments) in enumerate(SYSTEMS.items()):
@@ -79,23 +80,27 @@ def systems(data_bin, tmp_path_factory):
         with torch.no_grad():
             for parameter in model.parameters():
                 parameter.add_(index)
-        save_checkpoint(model, cfg, directory / f"{name}.pt")
-        built[name] = (Trainer(cfg, task, model, criterion), directory / f"{name}.pt")
+        (directory / name).mkdir()
+        save_checkpoint(model, cfg, directory / name / "checkpoint_last.pt")
+        built[name] = (Trainer(cfg, task, model, criterion), directory / name / "checkpoint_last.pt")
     return built
 
 
-def load(trainer, checkpoint, finetuning, reset_optimizer=None):
-    """fairseq-train's load of ``checkpoint``: its weights only (--finetune-from-model, as fairseq
-    calls it: the optimizer reset), or a resume (with or without --reset-optimizer)."""
-    with open_dict(trainer.cfg.checkpoint):
-        trainer.cfg.checkpoint.finetune_from_model = str(checkpoint) if finetuning else None
+def load(trainer, checkpoint, finetuning, reset_optimizer=None, restore_file="checkpoint_last.pt"):
+    """fairseq-train's start from ``checkpoint``: its weights only (--finetune-from-model, as fairseq
+    takes it: the optimizer reset, a --save-dir without a last checkpoint), or a resume of the run
+    whose --save-dir holds it (with or without --reset-optimizer): the document task's check as it
+    builds the model (``restore_file``: fairseq-train's --restore-file), then fairseq's trainer's load."""
     reset = finetuning if reset_optimizer is None else reset_optimizer
+    save_dir = checkpoint.parent.parent if finetuning else checkpoint.parent
+    check_training_start(trainer.get_model(), trainer.cfg.model, str(checkpoint) if finetuning else None, restore_file,
+                         str(save_dir), reset_optimizer=reset, reset_dataloader=False)
     trainer.load_checkpoint(str(checkpoint), reset_optimizer=reset)
 
 
-def refusal(trainer, checkpoint, finetuning, reset_optimizer=None) -> str:
-    with pytest.raises(CheckpointMismatchError) as refused:  # raised outside fairseq's "architectures match"
-        load(trainer, checkpoint, finetuning, reset_optimizer)
+def refusal(trainer, checkpoint, finetuning, reset_optimizer=None, restore_file="checkpoint_last.pt") -> str:
+    with pytest.raises(CheckpointMismatchError) as refused:  # raised before fairseq's "architectures match"
+        load(trainer, checkpoint, finetuning, reset_optimizer, restore_file)
     message = str(refused.value)
     assert "\n" not in message
     return message
@@ -141,10 +146,9 @@ def test_a_tensor_of_another_shape_is_named_with_both_shapes(data_bin, systems, 
         trainer, tmp_path / "concat.pt", finetuning=True)
 
 
-def test_a_restore_file_of_another_system_is_refused_naming_finetuning_instead(systems, monkeypatch):
+def test_a_restore_file_of_another_system_is_refused_naming_finetuning_instead(systems):
     (_, checkpoint), (trainer, _) = systems["context_concat"], systems["associated_memory"]
-    monkeypatch.setattr(trainer.cfg.checkpoint, "restore_file", str(checkpoint))
-    assert refusal(trainer, checkpoint, finetuning=False).endswith(
+    assert refusal(trainer, checkpoint, finetuning=False, restore_file=str(checkpoint)).endswith(
         f"(--restore-file), but this model is a {ARCH['associated_memory']} (this model's {CAMN} is not in the "
         f"checkpoint): give --finetune-from-model {checkpoint} instead of --restore-file to start from its weights, "
         f"or --arch {ARCH['context_concat']} to resume its run"
@@ -246,8 +250,11 @@ def test_every_kind_of_checkpoint_loads_with_torchs_safe_unpickling(systems, sen
 
 
 def test_a_crafted_checkpoint_is_refused_before_it_runs_anything(concat_checkpoint, tmp_path):
-    """Its class named on one line, by fairseq's loader and by memory-nmt-checkpoint-options, a tool for looking
-    at a file (which once ran it: a marker file written)."""
+    """Its class named on one line by the plugin's reader and by memory-nmt-checkpoint-options, a tool for
+    looking at a file (which once ran it: a marker file written); fairseq's own loader, with the classes the
+    plugin allows, refuses it too."""
+    import pickle
+
     from fairseq import checkpoint_utils
 
     marker = tmp_path / "marker"
@@ -256,8 +263,11 @@ def test_a_crafted_checkpoint_is_refused_before_it_runs_anything(concat_checkpoi
                "(unpickling it could run code the file holds); if you trust the file, load it with full unpickling: "
                "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 in the environment")
     with pytest.raises(CheckpointFileError) as refused:
-        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+        check_checkpoint_file(str(path))
     assert str(refused.value) == message and not marker.exists()
+    with pytest.raises(pickle.UnpicklingError):
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+    assert not marker.exists()
     tool = subprocess.run([sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), str(path)],
                           capture_output=True, text=True)
     assert tool.returncode != 0 and "Traceback" not in tool.stderr, tool.stderr[-3000:]
@@ -271,6 +281,6 @@ def test_a_checkpoint_that_needs_more_classes_loads_when_the_user_trusts_it(conc
 
     path = str(crafted(concat_checkpoint, tmp_path / "fraction.pt", fractions.Fraction(1, 3)))
     with pytest.raises(CheckpointFileError, match=f"^{path}: holds fractions.Fraction, which no fairseq checkpoint"):
-        checkpoint_utils.load_checkpoint_to_cpu(path)
+        check_checkpoint_file(path)
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     assert checkpoint_utils.load_checkpoint_to_cpu(path)["extra_state"]["extra"] == fractions.Fraction(1, 3)

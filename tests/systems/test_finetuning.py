@@ -27,7 +27,7 @@ from conftest import (
     run,
 )
 from memory_nmt.pipeline.option_ranges import OptionError
-from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
+from memory_nmt.pipeline.checkpoint_fit import CheckpointMismatchError
 
 # --lr 0 freezes the pretrained parameters: what the finetuned checkpoint holds for them is
 # what it started from at update 0.

@@ -19,8 +19,8 @@ from conftest import (
 )
 from memory_nmt.pipeline.planners import EpochRequest, WholeChunks
 from memory_nmt.pipeline.option_ranges import OptionError
-from memory_nmt.systems.checkpoint_fit import CheckpointMismatchError
-from memory_nmt.systems.context_parameters import is_context_parameter
+from memory_nmt.pipeline.checkpoint_fit import CheckpointMismatchError
+from memory_nmt.pipeline.context_parameters import is_context_parameter
 from memory_nmt.systems.local_global.global_context import ChunkWords, SegmentRelativeAttention, sentence_attention
 
 ADDED_OPTIONS = ("global_layer", "no_document_encoding", "no_word_position_reset", "no_segment_embedding",

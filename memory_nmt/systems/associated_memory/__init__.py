@@ -6,7 +6,7 @@ source sentences, whose gated output is the encoder output the decoder reads.
 carries its document's previous source sentences (``systems/previous_sentences.py``); with
 ``--context-choice next`` or ``random`` the batches bring the sentences instead
 (``pipeline/chosen_context.py``). The
-CAMN's parameters are its context parameters (``systems/context_parameters.py``): a
+CAMN's parameters are its context parameters (``pipeline/context_parameters.py``): a
 sentence-level checkpoint starts the model without them, and ``two_rate_inverse_sqrt`` gives
 them their own learning rate.
 """

@@ -48,7 +48,7 @@ models) into x' (``model.py`` says why). Its parts:
   (1 − g) ⊙ H_context, the encoder output the decoder's encoder-decoder attention reads.
   b_g starts at ``GATE_BIAS``, a gate mostly open to the source; see ``ContextGate``.
 
-All its parameters are context parameters (``systems/context_parameters.py``): a plain
+All its parameters are context parameters (``pipeline/context_parameters.py``): a plain
 transformer's checkpoint lacks them, and ``two_rate_inverse_sqrt`` trains them at --context-lr.
 """
 import math
@@ -59,7 +59,7 @@ from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor, nn
 
-from ..context_parameters import tag_context_parameters
+from ...pipeline.context_parameters import tag_context_parameters
 
 GATE_BIAS = 3.0
 

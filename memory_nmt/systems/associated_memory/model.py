@@ -85,7 +85,7 @@ from torch import Tensor
 from ...pipeline.chosen_context import CHOSEN_CONTEXTS, ContextChoice, chosen_sentences
 from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import SentenceContext
-from ..checkpoint_fit import FitsTransformerCheckpoints
+from ...pipeline.checkpoint_fit import FitsTransformerCheckpoints
 from ..options import SystemOptions
 from ..previous_sentences import PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer

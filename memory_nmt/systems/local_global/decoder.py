@@ -15,7 +15,7 @@ from fairseq.models.transformer import TransformerDecoderBase
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
-from ..context_parameters import tag_context_parameters
+from ...pipeline.context_parameters import tag_context_parameters
 from .target_context import PreviousSentence, PreviousSentenceAttention
 
 

@@ -32,7 +32,7 @@ from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositional
 from torch import Tensor, nn
 
 from ...pipeline.option_ranges import OptionError
-from ..context_parameters import tag_context_parameters
+from ...pipeline.context_parameters import tag_context_parameters
 from .global_context import ChunkWords, GlobalContextLayer, sentence_attention
 
 

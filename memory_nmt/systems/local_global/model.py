@@ -56,7 +56,7 @@ from ...pipeline.carry import Carry
 from ...pipeline.option_ranges import OptionError
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
-from ..checkpoint_fit import CheckpointMismatchError, FitsTransformerCheckpoints
+from ...pipeline.checkpoint_fit import CheckpointMismatchError, FitsTransformerCheckpoints
 from ..sizes import small_transformer
 from .carry import ChunkCarry
 from .decoder import LocalGlobalDecoder

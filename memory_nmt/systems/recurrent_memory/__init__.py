@@ -3,7 +3,7 @@ after each sentence by an Update Attention and read by the next sentence's Outpu
 
 ``memory.py`` the memory unit; ``layers.py`` the layers that read and record it; ``model.py``
 ``transformer_recurrent_memory`` and its architectures; ``carry.py`` what a lane carries. The
-memory units' parameters are its context parameters (``systems/context_parameters.py``): a
+memory units' parameters are its context parameters (``pipeline/context_parameters.py``): a
 sentence-level checkpoint starts the model without them, and ``two_rate_inverse_sqrt`` gives them
 their own learning rate.
 """

@@ -59,7 +59,7 @@ from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositionalEmbedding
 from torch import Tensor, nn
 
-from ..context_parameters import tag_context_parameters
+from ...pipeline.context_parameters import tag_context_parameters
 
 # the paper's; with a gate; slots competing for tokens; a new slot a sentence, pushed in front or
 # written where its address points

@@ -19,7 +19,7 @@ moves an index of memory rows, not the memory (``reorder_encoder_out``).
 A checkpoint of fairseq's plain ``transformer`` loads into this model, post-norm or pre-norm
 (mBART's and NLLB's layers: the memory then reads the normalised residual stream, ``layers.py``):
 the memory parameters it lacks keep their fresh initialisation (logged,
-``systems/checkpoint_fit.py``), and since the Output Attention starts at zero the model then
+``pipeline/checkpoint_fit.py``), and since the Output Attention starts at zero the model then
 computes exactly what the transformer computed.
 """
 import copy
@@ -45,7 +45,7 @@ from ...pipeline.packing import PackedRows
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
 from ...pipeline.truncation import WINDOW
-from ..checkpoint_fit import FitsTransformerCheckpoints
+from ...pipeline.checkpoint_fit import FitsTransformerCheckpoints
 from ..options import SystemOptions
 from ..sizes import small_transformer
 from .carry import MemoryCarry

@@ -8,7 +8,7 @@ by. Two things follow from the tag alone, for every system:
 - a checkpoint of fairseq's plain ``transformer`` lacks exactly the tagged parameters, which keep
   their fresh initialisation when it starts the system (``checkpoint_fit.py``);
 - ``--lr-scheduler two_rate_inverse_sqrt`` trains them with their own peak learning rate and
-  warm-up, apart from the pretrained parameters (``two_rate_schedule.py``).
+  warm-up, apart from the pretrained parameters (``systems/two_rate_schedule.py``).
 """
 from typing import List
 

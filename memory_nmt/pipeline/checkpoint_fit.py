@@ -22,14 +22,16 @@ shape no tensor (``--activation-fn``, the heads) is loaded with a warning naming
 would compute otherwise than the checkpoint did.
 
 A checkpoint of another system (its arch another model class than this model's) is checked
-before fairseq-train loads it (``check_system``, called by ``readable_checkpoints.py`` outside the
-``try`` in which fairseq turns any load error into "please ensure that the architectures
-match"): a run never resumes from one, and its weights start this model only where they fit as
-a plain transformer's would (a concatenation model's do). A refusal names both systems and the
-first parameter that differs.
+before fairseq-train loads it (``check_system``, which ``check_training_start`` calls as the document
+task builds the model to train, outside the ``try`` in which fairseq's trainer turns any load error
+into "please ensure that the architectures match"): a run never resumes from one, and its weights
+start this model only where they fit as a plain transformer's would (a concatenation model's do).
+A refusal names both systems and the first parameter that differs.
 """
 import logging
+import os
 import re
+import zipfile
 from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -39,10 +41,11 @@ from fairseq.models.bart import BARTModel
 from fairseq.models.transformer import TransformerModel
 from torch import Tensor, nn
 
-from ..pipeline.checkpoint_files import config_value
-from ..pipeline.errors import InputError
-from ..pipeline.option_ranges import flag_of
+from .checkpoint_files import config_value, load_checkpoint_file
+from .checkpoint_languages import checkpoints_loaded
 from .context_parameters import context_modules, is_context_parameter
+from .errors import InputError
+from .option_ranges import flag_of
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,8 @@ SHAPING_TENSORS = (
     "decoder_learned_pos", "layernorm_embedding", "no_token_positional_embeddings",
 )
 SHAPING_NO_TENSOR = ("encoder_attention_heads", "decoder_attention_heads", "activation_fn", "no_scale_embedding")
+TRAINING_START = ("finetune_from_model", "restore_file", "save_dir", "reset_optimizer", "reset_dataloader")  # what
+# fairseq-train's options say of the checkpoint it starts from: which, and whether it resumes from it
 MODEL_OPTIONS = (*SHAPING_TENSORS, *SHAPING_NO_TENSOR, "share_all_embeddings", "share_decoder_input_output_embed",
                  "max_source_positions", "max_target_positions")
 
@@ -121,6 +126,36 @@ def fresh_parameters(model: nn.Module, state_dict: Dict[str, Tensor]) -> List[st
     parameters = model.named_parameters(remove_duplicate=False)
     context = [key for key, parameter in parameters if is_context_parameter(parameter)]
     return [] if any(key in state_dict for key in context) else context
+
+
+def resumed_by(path: str, finetune_from_model: Optional[str], restore_file: Optional[str], reset_optimizer: bool,
+               reset_dataloader: bool) -> Optional[str]:
+    """How fairseq-train takes ``path``, the checkpoint it loads: None where it takes only its weights
+    (--finetune-from-model, or fairseq's older idiom for it, --restore-file with --reset-optimizer and
+    --reset-dataloader; a resume with --reset-optimizer alone goes on with the run's epoch and
+    updates); else the option that makes it resume from ``path``, --save-dir or --restore-file."""
+    if finetune_from_model and os.path.exists(finetune_from_model) and os.path.samefile(finetune_from_model, path):
+        return None
+    if reset_optimizer and reset_dataloader:
+        return None
+    return "--save-dir" if restore_file == "checkpoint_last.pt" else "--restore-file"
+
+
+def check_training_start(model: nn.Module, model_cfg, finetune_from_model: Optional[str], restore_file: Optional[str],
+                         save_dir: Optional[str], reset_optimizer: bool, reset_dataloader: bool):
+    """Refuse the checkpoint fairseq-train will start ``model`` from, as its options (``TRAINING_START``)
+    say, where it is another system's (``check_system``) or was built with options that do not fit
+    (``check_options``): fairseq's trainer loads it inside a ``try`` that turns any error into "please
+    ensure that the architectures match". Its tensors are mapped, not read. Without a ``save_dir`` (a
+    config built in Python, not a run's) there is nothing to start from."""
+    if save_dir is None:
+        return
+    for path in checkpoints_loaded(None, finetune_from_model, restore_file, save_dir):
+        state = load_checkpoint_file(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
+        saved_with = (state.get("cfg") or {}).get("model") or state.get("args")
+        resumed_from = resumed_by(path, finetune_from_model, restore_file, reset_optimizer, reset_dataloader)
+        check_system(path, saved_with, state["model"], model, model_cfg, resumed_from)
+        check_options(path, saved_with, state["model"], model, model_cfg)
 
 
 def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model: nn.Module, model_cfg,
