@@ -72,7 +72,7 @@ from memory_nmt_tools.synthetic_documents import (  # noqa: E402
     shape_of,
     write_documents,
 )
-from memory_nmt.pipeline.task import DEFAULT_WINDOW  # noqa: E402
+from memory_nmt.pipeline.task_config import DEFAULT_WINDOW  # noqa: E402
 from memory_nmt.pipeline.truncation import GRADIENT_ACROSS_WINDOWS  # noqa: E402
 from memory_nmt_tools.experiments import (  # noqa: E402
     MEMORY_SYSTEM,

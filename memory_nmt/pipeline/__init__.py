@@ -8,7 +8,8 @@ sentences to a row, each confined to itself by ``packed_attention.py``; ``senten
 plans shuffled sentences with their context; ``chunks.py`` cuts documents into chunks for
 systems that read a whole chunk's source; ``chosen_context.py`` picks the next or random
 sentences a system's sentences read instead of what their lanes carry. Each kind of batch is a
-type (``samples.py``), read once from fairseq's dict. ``task.py`` (``document_translation``)
+type (``samples.py``), read once from fairseq's dict. ``task.py`` (``document_translation``;
+its options ``task_config.py``, its checks of a run's options and files ``run_checks.py``)
 feeds the batches to fairseq; ``criterion.py`` trains on them and
 ``generator.py`` decodes them, both keeping what each lane carries from sentence to sentence
 (``carry.py``) through the interface a system implements (``system.py``); a sentence step

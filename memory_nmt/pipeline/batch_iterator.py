@@ -28,9 +28,12 @@ from fairseq.data import iterators
 
 from .batches_ahead import BatchesAhead
 from .data import DocumentDataError
+from .option_ranges import flag_of
 
 logger = logging.getLogger(__name__)
 
+LANE_TRAINING_OPTIONS = ("optimization_window", "lane_rows", "passes_per_step")  # the task's, for training in lanes
+CRITERION_TRAINING_OPTIONS = ("gradient_reach", "gradient_across_windows", "max_graph_tokens")  # ... the criterion's
 PLAN = "plan_digest"  # in the training iterator's state: a digest of its epoch's batches
 TRAINING_OPTIONS = "training_options"  # in the training iterator's state: the plugin's options it trained with
 
@@ -80,6 +83,17 @@ class DocumentBatchIterator(iterators.EpochBatchIterator):
         if self.batches_ahead > 0:
             items = BatchesAhead(self.batches_ahead, items, batches.total - batches.n)
         return iterators.CountingIterator(items, start=batches.n, total=batches.total)
+
+
+def training_options(task_cfg, criterion_options: dict, in_lanes: bool) -> dict:
+    """The plugin's options that shape how the model trains, flag to value as its command line gives
+    it, for the training iterator's state: --training-batches, and where the model trains in lanes
+    those of training in lanes, the task's and the criterion's (``criterion_options``; elsewhere they
+    do nothing)."""
+    values = {"training_batches": task_cfg.training_batches}
+    if in_lanes:
+        values.update({name: getattr(task_cfg, name) for name in LANE_TRAINING_OPTIONS}, **criterion_options)
+    return {flag_of(name): "none" if value is None else str(value) for name, value in values.items()}
 
 
 def let_go_before_last(batches):

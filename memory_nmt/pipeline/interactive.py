@@ -255,3 +255,14 @@ class InteractiveLines(FairseqDataset):
             )
         )
         return batch
+
+
+def empty_translation(eos: int) -> dict:
+    """fairseq's hypothesis for a line that ends a document: nothing but the end of sentence, scored 0."""
+    return {
+        "tokens": torch.tensor([eos]),
+        "score": torch.tensor(0.0),
+        "attention": None,
+        "alignment": [],
+        "positional_scores": torch.tensor([0.0]),
+    }

@@ -6,7 +6,7 @@ holds, for one call of the model:
 
 - the positions of the encoder's and the decoder's tokens restart at each sentence (the
   positional embedding of each token is looked up at its position within its sentence);
-- every self-attention of the encoder's layers, and of the decoder's (causal, as before), attends
+- every self-attention of the encoder's layers, and of the decoder's (causal), attends
   only to the query's own sentence, and the decoder's cross-attention only to the same sentence's
   source.
 

@@ -21,8 +21,10 @@ import importlib.util
 import logging
 
 import torch
+from fairseq.optim.amp_optimizer import AMPOptimizer
 
 from .option_ranges import OptionError
+from .task_config import from_the_run
 
 logger = logging.getLogger(__name__)
 
@@ -64,3 +66,17 @@ def warn_of_decoding_precision(options: dict):
             "%s is not used in decoding: fairseq decodes in float32 with it (fairseq 0.12's --bf16 is TPU "
             "training); give --fp16 to decode in half precision on a CUDA GPU", flag,
         )
+
+
+def loss_scale_of(optimizer) -> float:
+    """The factor fairseq's ``optimizer.backward`` multiplies the loss by (fp16, AMP), else 1."""
+    if isinstance(optimizer, AMPOptimizer):
+        return float(optimizer.scaler.get_scale())
+    scaler = getattr(optimizer, "scaler", None)
+    return float(scaler.loss_scale) if scaler is not None else 1.0
+
+
+def run_precision(cfg) -> dict:
+    """The run's precision options, as the task's config ``cfg`` has them (``PRECISION_OPTIONS``), None
+    where it has none."""
+    return {name: from_the_run(cfg, name) for name in PRECISION_OPTIONS}

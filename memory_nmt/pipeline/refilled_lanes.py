@@ -20,7 +20,7 @@ document's first sentence never does, and no loss of it reaches the lane's previ
 (``criterion.py``). No lane grows longer than the worker's longest document: the lane with the
 fewest sentences takes the next document, in the epoch's order, that still fits it, and when
 none does the group ends and the next begins. So a group is at most as many steps as the
-longest document (what ``--optimization-window full`` makes one update of, as before).
+longest document (what ``--optimization-window full`` makes one update of).
 
 Every sentence is in exactly one step of one worker an epoch and documents keep their order.
 Each data-parallel worker gets its own documents (dealt by their sentences, most first, each to
@@ -36,7 +36,7 @@ epoch's dealing. How a step's sentences go into rows is its row layout, one of:
 - ``SentencesPacked``: several sentences a row (``packing.py``), each pass of the step's
   sentences within --max-tokens, for a system whose sentences can be packed (``system.py``'s
   ``packs_rows``). A row is as long as the sentences it holds, not as the step's widest, so
-  a long sentence no longer sets how many lanes the epoch has.
+  a long sentence does not set how many lanes the epoch has.
 """
 import logging
 from collections import defaultdict, deque

@@ -53,7 +53,8 @@ from memory_nmt.pipeline.data import Document as DocumentSpan
 from memory_nmt.pipeline.data import DocumentDataset
 from memory_nmt.pipeline.planners import DocumentLanes, EpochRequest
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
-from memory_nmt.pipeline.task import DocumentTranslationConfig, DocumentTranslationTask
+from memory_nmt.pipeline.task import DocumentTranslationTask
+from memory_nmt.pipeline.task_config import DocumentTranslationConfig
 from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryOptions, RecurrentMemoryTransformerModel
 
 from ..synthetic_documents import generate_documents, generate_long_document

@@ -80,7 +80,7 @@ from fairseq_cli import preprocess
 from memory_nmt.pipeline.data import DocumentDataError, parse_window
 from memory_nmt.pipeline.option_ranges import refusing_unreadable
 from memory_nmt.pipeline.samples import passes_in, read_sample
-from memory_nmt.pipeline.task import DEFAULT_WINDOW, LANE_ROWS, DocumentTranslationConfig
+from memory_nmt.pipeline.task_config import DEFAULT_WINDOW, LANE_ROWS, DocumentTranslationConfig
 from memory_nmt.pipeline.truncation import (
     DEFAULT_ACROSS_WINDOWS, WINDOW, drop_cuts_every_gradient, parse_gradient_reach,
 )

@@ -11,7 +11,7 @@ import pytest
 from option_edges import SYSTEMS, at_edges, check_refused_by_name_or_runs, own_fields
 
 from memory_nmt.pipeline.criterion import DocumentLabelSmoothedCrossEntropyConfig
-from memory_nmt.pipeline.task import DocumentTranslationConfig
+from memory_nmt.pipeline.task_config import DocumentTranslationConfig
 from memory_nmt.systems.options import SystemOptions
 from memory_nmt.systems.two_rate_schedule import TwoRateInverseSqrtConfig
 
