@@ -24,8 +24,8 @@ from fairseq.optim.lr_scheduler.inverse_square_root_schedule import (
     InverseSquareRootSchedule,
 )
 
-from ..pipeline.option_ranges import OptionError, Range, add_with_ranges, check_ranges, flag_of
 from ..pipeline.context_parameters import is_context_parameter
+from ..pipeline.option_ranges import OptionError, Range, add_with_ranges, check_ranges, flag_of
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from conftest import (
     PLUGIN, REPO, batches, build, check_clis_and_hub_translate_alike, fairseq_command, run, save_checkpoint,
     script_in_process,
 )
-from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.checkpoint_fit import CheckpointMismatchError, check_options
+from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt_tools.checkpoint_options import checkpoint_options
 
 SYSTEMS = {  # --arch, its options, and which sentences it translates as the sentence model does

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from fairseq.trainer import Trainer
 
 from conftest import (
@@ -25,11 +26,11 @@ from conftest import (
     run,
     walk,
 )
+from memory_nmt.pipeline.context_parameters import is_context_parameter
 from memory_nmt.pipeline.data import DocumentDataError
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.associated_memory.context_network import GATE_BIAS, ContextEncoder
 from memory_nmt.systems.associated_memory.model import AssociatedMemoryTransformerModel
-from memory_nmt.pipeline.context_parameters import is_context_parameter
 
 
 def amn_model(data_bin, *more):
@@ -180,7 +181,7 @@ def test_without_both_the_context_is_read_by_a_stack_of_n_encoder_layers(data_bi
     assert model.args.no_context_rnn and model.args.no_inter_sentence_attention
     assert not any(".rnn." in name or ".attention." in name for name, _ in network.named_parameters())
     layers = network.context_encoder.layers
-    assert len(layers) == 3 and all(type(layer) is type(model.encoder.layers[0]) for layer in layers)
+    assert len(layers) == 3 and all(isinstance(layer, TransformerEncoderLayerBase) for layer in [*layers, *model.encoder.layers])
     steps = batches(task, "test")
     before = walk(model, steps, of_row=encoder_output)
     with torch.no_grad():

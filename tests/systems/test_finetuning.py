@@ -26,8 +26,8 @@ from conftest import (
     refused_option,
     run,
 )
-from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.checkpoint_fit import CheckpointMismatchError
+from memory_nmt.pipeline.option_ranges import OptionError
 
 # --lr 0 freezes the pretrained parameters: what the finetuned checkpoint holds for them is
 # what it started from at update 0.

@@ -17,10 +17,10 @@ from conftest import (
     COMMON, LOCAL_GLOBAL, PLUGIN, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike,
     check_hypotheses_score_as_teacher_forced, fairseq_command, fitted_parameters, lane_steps, run, save_checkpoint, walk,
 )
-from memory_nmt.pipeline.planners import EpochRequest, WholeChunks
-from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.checkpoint_fit import CheckpointMismatchError
 from memory_nmt.pipeline.context_parameters import is_context_parameter
+from memory_nmt.pipeline.option_ranges import OptionError
+from memory_nmt.pipeline.planners import EpochRequest, WholeChunks
 from memory_nmt.systems.local_global.global_context import ChunkWords, SegmentRelativeAttention, sentence_attention
 
 ADDED_OPTIONS = ("global_layer", "no_document_encoding", "no_word_position_reset", "no_segment_embedding",

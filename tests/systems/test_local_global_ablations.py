@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from conftest import LOCAL_GLOBAL, Recorder, batches, build, check_hypotheses_score_as_teacher_forced, lane_steps, walk
-from memory_nmt.pipeline.planners import EpochRequest, WholeChunks
-from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.context_parameters import is_context_parameter
+from memory_nmt.pipeline.option_ranges import OptionError
+from memory_nmt.pipeline.planners import EpochRequest, WholeChunks
 
 CHUNK = 3
 

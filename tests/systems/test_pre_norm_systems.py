@@ -11,8 +11,8 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, Recorder, batches, build, check_context_reach, walk
-from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.context_parameters import is_context_parameter
+from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.systems.local_global.global_context import ChunkWords, GlobalContextLayer
 from memory_nmt.systems.previous_sentences import unpadded
 

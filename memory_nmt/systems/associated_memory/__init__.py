@@ -2,7 +2,8 @@
 source sentences, whose gated output is the encoder output the decoder reads.
 
 ``context_network.py`` the CAMN (context encoder, inter-sentence attention, context gate);
-``model.py`` ``transformer_associated_memory``, its encoder and named architectures. A lane
+``encoder.py`` the encoder that runs it on its top layer's self-attention block output;
+``model.py`` ``transformer_associated_memory`` and its named architectures. A lane
 carries its document's previous source sentences (``systems/previous_sentences.py``); with
 ``--context-choice next`` or ``random`` the batches bring the sentences instead
 (``pipeline/chosen_context.py``). The

@@ -9,8 +9,8 @@ attention ("the output of the gate H is integrated into the encoder-decoder atte
 Choices the paper leaves open, and why:
 
 - Where: the top encoder layer. x' (eq. 5) is that layer's self-attention block output (after
-  its LayerNorm, post-norm), caught by a forward hook on its ``self_attn_layer_norm`` for the
-  one encoder call; H_source is that layer's feed-forward block output, fairseq's encoder
+  its LayerNorm, post-norm), which the top layer hands the encoder between its two blocks
+  (``encoder.py``); H_source is that layer's feed-forward block output, fairseq's encoder
   output ("x'_i and a_i after the feed-forward operation as H_source and H_context"). LayerDrop
   and activation checkpointing are refused: each would hide or move x'.
 - Pre-norm layers (``--encoder-normalize-before``: NLLB's and mBART's), where no LayerNorm ends a
@@ -18,7 +18,7 @@ Choices the paper leaves open, and why:
   fairseq's encoder output, after that LayerNorm, the states the decoder reads, normalised as
   the paper's post-norm H_source is; the gate follows it, as the paper's gate feeds the decoder
   directly. x' is the residual stream at the paper's place, after the top layer's self-attention
-  block (the input of its ``final_layer_norm``, caught by a forward hook), through the CAMN's own
+  block (the input of its ``final_layer_norm``), through the CAMN's own
   LayerNorm (``source_layer_norm``, a context parameter, fresh: the plain normalisation): the
   feed-forward block's ``final_layer_norm`` normalises the same stream, but it is the pretrained
   block's, trained for its fc1. The CAMN's own blocks stay post-norm (c' and H_context come out
@@ -63,105 +63,30 @@ Choices the paper leaves open, and why:
 
 The encoder's output dict is fairseq's, with ``encoder_out`` replaced by H; beam search and the
 decoder need nothing else. A checkpoint of fairseq's plain ``transformer`` loads: the CAMN's
-parameters (``encoder.context_network``) keep their fresh initialisation (logged, ``systems/
+parameters (``encoder.context_network``) keep their fresh initialisation (logged, ``pipeline/
 checkpoint_fit.py``) and ``two_rate_inverse_sqrt`` trains them at ``--context-lr``.
 """
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List
 
 import torch
 from fairseq.data import data_utils
 from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
-from fairseq.models.transformer import (
-    TransformerConfig,
-    TransformerEncoderBase,
-    TransformerModel,
-    base_architecture,
-)
+from fairseq.models.transformer import TransformerConfig, TransformerModel, base_architecture
 from torch import Tensor
 
 from ...pipeline.chosen_context import CHOSEN_CONTEXTS, ContextChoice, chosen_sentences
+from ...pipeline.checkpoint_fit import FitsTransformerCheckpoints
 from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import SentenceContext
-from ...pipeline.checkpoint_fit import FitsTransformerCheckpoints
 from ..options import SystemOptions
 from ..previous_sentences import PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer
-from .context_network import ContextualAssociatedMemory
+from .encoder import AssociatedMemoryEncoder
 
 CONTEXT_COMBINATIONS = ("concatenate", "parallel")
 CONTEXT_CHOICES = ("previous", *CHOSEN_CONTEXTS)
-
-
-class AssociatedMemoryEncoder(TransformerEncoderBase):
-    def __init__(self, cfg, dictionary, embed_tokens):
-        super().__init__(cfg, dictionary, embed_tokens)
-        self.context_network = ContextualAssociatedMemory(cfg)
-
-    def forward(
-        self,
-        src_tokens,
-        src_lengths: Optional[Tensor] = None,
-        return_all_hiddens: bool = False,
-        token_embeddings: Optional[Tensor] = None,
-        context_tokens: Optional[Tensor] = None,
-    ):
-        """fairseq's encoder forward; where a row has context in ``context_tokens`` (B, J, L:
-        J right-padded sequences per row, all padding for a sequence it lacks), its
-        ``encoder_out`` is the CAMN's gated H instead of fairseq's encoder output."""
-        if context_tokens is None:
-            return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
-        present = context_tokens.ne(self.padding_idx).any(-1)
-        rows = present.any(1).nonzero().squeeze(1)
-        with self.recording_self_attention() as recorded:
-            encoder_out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
-        if not rows.numel():
-            return encoder_out
-        present = present.index_select(0, rows)
-        sequences = context_tokens.index_select(0, rows)[present]
-        sequences = sequences[:, : int(sequences.ne(self.padding_idx).sum(1).max())]
-        source_output = encoder_out["encoder_out"][0]
-        gated = self.context_network(
-            recorded[0].index_select(1, rows),
-            encoder_out["encoder_padding_mask"][0].index_select(0, rows),
-            source_output.index_select(1, rows),
-            self.embed_context(sequences),
-            sequences.eq(self.padding_idx),
-            present,
-        )
-        encoder_out["encoder_out"] = [source_output.index_copy(1, rows, gated)]
-        return encoder_out
-
-    @contextmanager
-    def recording_self_attention(self):
-        """The top layer's self-attention block output (T x B x C) of the encoder calls made
-        inside, in a list: x' (post-norm, its layer norm's output), or the residual stream there
-        (pre-norm, the input of the feed-forward block's layer norm), which the CAMN normalises."""
-        recorded: List[Tensor] = []
-        top = self.layers[-1]
-        if top.normalize_before:
-            handle = top.final_layer_norm.register_forward_hook(
-                lambda module, inputs, output: recorded.append(inputs[0])
-            )
-        else:
-            handle = top.self_attn_layer_norm.register_forward_hook(
-                lambda module, inputs, output: recorded.append(output)
-            )
-        try:
-            yield recorded
-        finally:
-            handle.remove()
-
-    def embed_context(self, tokens: Tensor) -> Tensor:
-        """The context's embeddings (L x P x C): scaled token embeddings for the GRU, which
-        orders the words itself, or with positions added for the self-attention alone."""
-        if self.context_network.reads_with_rnn:
-            embedded = self.dropout_module(self.embed_scale * self.embed_tokens(tokens))
-        else:
-            embedded, _ = self.forward_embedding(tokens)
-        return embedded.transpose(0, 1)
 
 
 @register_model("transformer_associated_memory")

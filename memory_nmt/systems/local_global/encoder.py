@@ -31,8 +31,8 @@ from fairseq.models.transformer import TransformerEncoderBase
 from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositionalEmbedding
 from torch import Tensor, nn
 
-from ...pipeline.option_ranges import OptionError
 from ...pipeline.context_parameters import tag_context_parameters
+from ...pipeline.option_ranges import OptionError
 from .global_context import ChunkWords, GlobalContextLayer, sentence_attention
 
 

@@ -53,10 +53,10 @@ from fairseq.models.transformer import (
 )
 
 from ...pipeline.carry import Carry
+from ...pipeline.checkpoint_fit import CheckpointMismatchError, FitsTransformerCheckpoints
 from ...pipeline.option_ranges import OptionError
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
-from ...pipeline.checkpoint_fit import CheckpointMismatchError, FitsTransformerCheckpoints
 from ..sizes import small_transformer
 from .carry import ChunkCarry
 from .decoder import LocalGlobalDecoder

@@ -40,12 +40,12 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
+from ...pipeline.checkpoint_fit import FitsTransformerCheckpoints
 from ...pipeline.option_ranges import OptionError, Range, flag_of
 from ...pipeline.packing import PackedRows
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
 from ...pipeline.truncation import WINDOW
-from ...pipeline.checkpoint_fit import FitsTransformerCheckpoints
 from ..options import SystemOptions
 from ..sizes import small_transformer
 from .carry import MemoryCarry
