@@ -20,8 +20,8 @@ The command lines, the synthetic test documents and the speed and memory benchma
 Importing the package registers the systems, task, criterion and scheduler with fairseq, and makes
 the few changes of fairseq's behaviour that cannot wait for the plugin's own objects, listed with
 their reasons in ``fairseq_changes.py``: every process gets fairseq's checkpoints readable under
-torch >= 2.6; a command line that runs the document task gets its errors in what the user gave on
-one line and torchrun on CPU-only machines.
+torch >= 2.6; a fairseq command line that loads the plugin (``--user-dir``) gets its errors in what
+the user gave on one line and torchrun on CPU-only machines.
 """
 import sys
 

@@ -8,7 +8,7 @@ trainings that overwrite each other's checkpoints. ``reading_torchrun_on_cpu`` w
 ``infer_init_method``: when torchrun's variables say there are several processes and no GPU is
 visible, every process joins one process group (``env://``) with torchrun's rank and world
 size. Machines with GPUs keep fairseq's own behaviour. ``fairseq_changes.py`` puts the wrapper in
-fairseq's place, for the command lines that run the document task only.
+fairseq's place, for the command lines that load the plugin (``--user-dir``) only.
 
 Without a GPU two launches cannot work, and are refused on one line naming the fix: torchrun's
 workers with fairseq's default ``--distributed-backend nccl`` (NCCL needs CUDA: every worker ended

@@ -2,7 +2,7 @@
 
 fairseq's command lines let every exception end the process with its traceback. For an
 ``InputError`` (``pipeline/errors.py``) the traceback only buries the message, which names what
-to fix and how: a command line that runs the document task prints such an error, when nothing
+to fix and how: a fairseq command line that loads the plugin prints such an error, when nothing
 catches it, as argparse prints a bad option (``fairseq-train: error: ...``), and exits with status 1. So
 are the checks of options that fairseq's command lines make themselves with ``assert``
 (``fairseq_cli``'s own frames: "--batch-size cannot be larger than --buffer-size", "--sampling
@@ -14,7 +14,7 @@ checkpoint a system's model refused to load: ``pipeline/checkpoint_fit.py``). Ev
 exception keeps its traceback, and Python code that catches the error gets it as it is.
 
 ``plain_input_errors`` makes that hook; ``fairseq_changes.py`` installs it, for the command lines
-that run the document task only.
+that load the plugin (``--user-dir``) only.
 """
 import os
 import sys

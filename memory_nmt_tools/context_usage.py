@@ -29,6 +29,7 @@ from fairseq import checkpoint_utils, options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from memory_nmt.evaluation import contrastive
+from memory_nmt.pipeline.checkpoint_files import check_checkpoint_file
 
 
 BITS = 1 / math.log(2)
@@ -64,6 +65,7 @@ def split_cross_entropy(path, data, subset, max_tokens=None, batch_size=None, us
     """(summed nll in nats, target tokens) of the checkpoint at ``path`` on ``subset`` of ``data``,
     teacher-forced document by document as fairseq-validate scores it, with the language tokens of
     the task it was trained in (the document task takes them from the checkpoint: ``checkpoint_languages.py``)."""
+    check_checkpoint_file(str(path))
     state = checkpoint_utils.load_checkpoint_to_cpu(str(path), arg_overrides=model_overrides)
     command = [str(data), "--user-dir", str(PLUGIN), "--task", "document_translation", "--path", str(path),
                "--criterion", "document_label_smoothed_cross_entropy", "--valid-subset", subset]

@@ -50,7 +50,9 @@ from fairseq import checkpoint_utils, utils  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import memory_nmt  # noqa: E402,F401  (registers the plugin; lets fairseq load its checkpoints)
+from memory_nmt.pipeline.checkpoint_files import check_checkpoint_file  # noqa: E402
 from memory_nmt.pipeline.data import Document, DocumentDataset  # noqa: E402
+from memory_nmt.pipeline.errors import InputError  # noqa: E402
 from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 SIDES = ("source", "target")
@@ -79,6 +81,7 @@ def parse_args(argv=None):
 
 def load(path: str, data: str, split: str, device: str) -> Tuple[torch.nn.Module, DocumentDataset]:
     """The checkpoint's model (eval mode, parameters frozen) and the split's documents."""
+    check_checkpoint_file(str(path))
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
     model = models[0]
     if not hasattr(model, "read_memory"):
@@ -237,7 +240,10 @@ def plot(rows: List[dict], path: str, title: str):
 
 def main(argv=None):
     args = parse_args(argv)
-    model, dataset = load(args.path, args.data, args.split, args.device)
+    try:
+        model, dataset = load(args.path, args.data, args.split, args.device)
+    except InputError as error:  # a file that is not a checkpoint, data that is not documents
+        sys.exit(f"error: {error}")
     rows = gradient_reach(model, dataset, args.bucket, args.max_distance, args.max_documents, args.device)
     documents = dataset.documents[:args.max_documents]
     print(f"gradient reach of {args.path} on {args.split}: {len(documents)} documents, "

@@ -26,15 +26,16 @@ from fairseq import checkpoint_utils  # noqa: E402
 from fairseq.data import data_utils  # noqa: E402
 
 from memory_nmt.evaluation.memory_attention import AttentionMapError  # noqa: E402
+from memory_nmt.pipeline.checkpoint_files import check_checkpoint_file  # noqa: E402
 from memory_nmt.pipeline.chunks import cut_into_chunks  # noqa: E402
-from memory_nmt.pipeline.data import DocumentDataError  # noqa: E402
-from memory_nmt.pipeline.option_ranges import OptionError  # noqa: E402
+from memory_nmt.pipeline.errors import InputError  # noqa: E402
 from memory_nmt.systems.local_global.model import LocalGlobalTransformerModel  # noqa: E402
 from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 
 def load_model(path, data):
     """The local+global model (eval mode, CPU) and task of a checkpoint, reading data from ``data``."""
+    check_checkpoint_file(str(path))
     (model,), _, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides={"data": str(data)})
     if not isinstance(model, LocalGlobalTransformerModel):
         raise AttentionMapError(
@@ -123,7 +124,7 @@ def main(argv=None):
     try:
         model, task = load_model(args.path, args.data)
         weights, numbers = sentence_attention(model, task, args.split, args.document, args.chunk)
-    except (AttentionMapError, DocumentDataError, OptionError, OSError) as error:
+    except (InputError, OSError) as error:  # the checkpoint, the data, the document or chunk asked for
         sys.exit(f"error: {error}")
     print(lines(weights, numbers))
     draw(weights, numbers, args.document, args.plot)

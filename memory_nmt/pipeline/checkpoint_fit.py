@@ -42,7 +42,7 @@ from fairseq.models.transformer import TransformerModel
 from torch import Tensor, nn
 
 from .checkpoint_files import config_value, load_checkpoint_file
-from .checkpoint_languages import checkpoints_loaded
+from .checkpoint_languages import training_start
 from .context_parameters import context_modules, is_context_parameter
 from .errors import InputError
 from .option_ranges import flag_of
@@ -70,8 +70,9 @@ SHAPING_TENSORS = (
     "decoder_learned_pos", "layernorm_embedding", "no_token_positional_embeddings",
 )
 SHAPING_NO_TENSOR = ("encoder_attention_heads", "decoder_attention_heads", "activation_fn", "no_scale_embedding")
-TRAINING_START = ("finetune_from_model", "restore_file", "save_dir", "reset_optimizer", "reset_dataloader")  # what
-# fairseq-train's options say of the checkpoint it starts from: which, and whether it resumes from it
+# fairseq-train's options that say which checkpoint it starts from, and whether it resumes from it
+TRAINING_START = ("finetune_from_model", "restore_file", "save_dir", "reset_optimizer", "reset_dataloader",
+                  "checkpoint_suffix", "continue_once")
 MODEL_OPTIONS = (*SHAPING_TENSORS, *SHAPING_NO_TENSOR, "share_all_embeddings", "share_decoder_input_output_embed",
                  "max_source_positions", "max_target_positions")
 
@@ -128,41 +129,35 @@ def fresh_parameters(model: nn.Module, state_dict: Dict[str, Tensor]) -> List[st
     return [] if any(key in state_dict for key in context) else context
 
 
-def resumed_by(path: str, finetune_from_model: Optional[str], restore_file: Optional[str], reset_optimizer: bool,
-               reset_dataloader: bool) -> Optional[str]:
-    """How fairseq-train takes ``path``, the checkpoint it loads: None where it takes only its weights
-    (--finetune-from-model, or fairseq's older idiom for it, --restore-file with --reset-optimizer and
-    --reset-dataloader; a resume with --reset-optimizer alone goes on with the run's epoch and
-    updates); else the option that makes it resume from ``path``, --save-dir or --restore-file."""
-    if finetune_from_model and os.path.exists(finetune_from_model) and os.path.samefile(finetune_from_model, path):
-        return None
-    if reset_optimizer and reset_dataloader:
-        return None
-    return "--save-dir" if restore_file == "checkpoint_last.pt" else "--restore-file"
-
-
 def check_training_start(model: nn.Module, model_cfg, finetune_from_model: Optional[str], restore_file: Optional[str],
-                         save_dir: Optional[str], reset_optimizer: bool, reset_dataloader: bool):
+                         save_dir: Optional[str], reset_optimizer: bool, reset_dataloader: bool,
+                         checkpoint_suffix: str = "", continue_once: Optional[str] = None):
     """Refuse the checkpoint fairseq-train will start ``model`` from, as its options (``TRAINING_START``)
     say, where it is another system's (``check_system``) or was built with options that do not fit
     (``check_options``): fairseq's trainer loads it inside a ``try`` that turns any error into "please
     ensure that the architectures match". Its tensors are mapped, not read. Without a ``save_dir`` (a
-    config built in Python, not a run's) there is nothing to start from."""
-    if save_dir is None:
+    config built in Python, not a run's) there is nothing to start from.
+
+    fairseq-train takes only the weights of a --finetune-from-model, and of a checkpoint it loads with
+    --reset-optimizer and --reset-dataloader (fairseq's older idiom for it); it resumes from any other
+    (with --reset-optimizer alone it goes on with the run's epoch and updates)."""
+    start = None if save_dir is None else training_start(
+        finetune_from_model, restore_file, save_dir, checkpoint_suffix, continue_once)
+    if start is None or not os.path.isfile(start[0]):
         return
-    for path in checkpoints_loaded(None, finetune_from_model, restore_file, save_dir):
-        state = load_checkpoint_file(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
-        saved_with = (state.get("cfg") or {}).get("model") or state.get("args")
-        resumed_from = resumed_by(path, finetune_from_model, restore_file, reset_optimizer, reset_dataloader)
-        check_system(path, saved_with, state["model"], model, model_cfg, resumed_from)
-        check_options(path, saved_with, state["model"], model, model_cfg)
+    path, option = start
+    state = load_checkpoint_file(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
+    saved_with = (state.get("cfg") or {}).get("model") or state.get("args")
+    resumed_from = None if option == "--finetune-from-model" or (reset_optimizer and reset_dataloader) else option
+    check_system(path, saved_with, state["model"], model, model_cfg, resumed_from)
+    check_options(path, saved_with, state["model"], model, model_cfg)
 
 
 def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model: nn.Module, model_cfg,
                  resumed_from: Optional[str] = None):
     """Refuse ``path``, a checkpoint of another system than ``model``'s (their model configs name the
     systems): always when a run resumes from it (``resumed_from``: the option that gave it,
-    ``--save-dir`` or ``--restore-file``); when only its weights start this model, where they do not
+    ``--save-dir``, ``--restore-file`` or ``--continue-once``); when only its weights start this model, where they do not
     fit it. The weights of fairseq's transformer family (``transformer``, mBART's) are left to the model
     (``FitsTransformerCheckpoints``)."""
     theirs, own = arch(checkpoint_cfg), arch(model_cfg)
@@ -187,7 +182,7 @@ def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model
         advice = (f"give another --save-dir, with --finetune-from-model {path} to start from its weights, "
                   f"or --arch {theirs} to resume its run")
     else:
-        advice = (f"give --finetune-from-model {path} instead of --restore-file to start from its weights, "
+        advice = (f"give --finetune-from-model {path} instead of {resumed_from} to start from its weights, "
                   f"or --arch {theirs} to resume its run")
     raise CheckpointMismatchError(
         f"{path} is a {theirs} checkpoint, which fairseq-train resumes from ({resumed_from}), but this model "

@@ -7,7 +7,8 @@ the document task builds its dictionaries, the options that place them (``--lang
 ``--lang-dict``, ``--lang-tok-style``, ``--encoder-langtok``, ``--decoder-langtok``,
 ``--add-data-source-prefix-tags``) are compared with those of the checkpoint the run loads
 (``checkpoints_loaded``: fairseq-generate's, -interactive's and -validate's ``--path``;
-fairseq-train's run it resumes, else its ``--finetune-from-model``):
+fairseq-train's run it resumes, else its ``--continue-once`` or ``--finetune-from-model``:
+``training_start``):
 
 - a command line that gives none of them takes the checkpoint's, and says so in one log line;
 - one that gives others is refused on one line naming each option with both values, unless it
@@ -162,18 +163,34 @@ def described(langs: Sequence[str], other: Sequence[str]) -> str:
 
 
 def checkpoints_loaded(paths: Optional[str], finetune_from_model: Optional[str], restore_file: Optional[str],
-                       save_dir: Optional[str]) -> List[str]:
+                       save_dir: Optional[str], checkpoint_suffix: str = "", continue_once: Optional[str] = None) -> List[str]:
     """The checkpoint files a run loads, as fairseq finds them: the --path of fairseq-generate,
-    -interactive and -validate; else fairseq-train's --restore-file, or the last checkpoint of its
-    --save-dir it resumes, else its --finetune-from-model. Only those that are files."""
+    -interactive and -validate; else the one fairseq-train starts from (``training_start``). Only
+    those that are files."""
     if paths:
         found = utils.split_paths(paths)
-    elif restore_file and restore_file != "checkpoint_last.pt":
-        found = [restore_file]
     else:
-        last = os.path.join(save_dir or "checkpoints", "checkpoint_last.pt")
-        found = [last if os.path.isfile(last) else finetune_from_model]
+        start = training_start(finetune_from_model, restore_file, save_dir, checkpoint_suffix, continue_once)
+        found = [start[0]] if start else []
     return [path for path in found if path and os.path.isfile(path)]
+
+
+def training_start(finetune_from_model: Optional[str], restore_file: Optional[str], save_dir: Optional[str],
+                   checkpoint_suffix: str = "", continue_once: Optional[str] = None) -> Optional[Tuple[str, str]]:
+    """(the checkpoint fairseq-train starts from, the option that names it), as fairseq chooses it
+    (``checkpoint_utils.load_checkpoint``): a --restore-file other than its default (with
+    --checkpoint-suffix before ``.pt``); else the last checkpoint of the --save-dir it resumes
+    (``checkpoint_last{suffix}.pt``); else, where there is none, --continue-once or
+    --finetune-from-model. None where it starts afresh."""
+    suffix = checkpoint_suffix or ""
+    if restore_file and restore_file != "checkpoint_last.pt":
+        return restore_file.replace(".pt", suffix + ".pt") if suffix else restore_file, "--restore-file"
+    last = os.path.join(save_dir or "checkpoints", f"checkpoint_last{suffix}.pt")
+    if os.path.isfile(last):
+        return last, "--save-dir"
+    if continue_once:
+        return continue_once, "--continue-once"
+    return (finetune_from_model, "--finetune-from-model") if finetune_from_model else None
 
 
 def checkpoint_languages(path: str) -> LanguageOptions:

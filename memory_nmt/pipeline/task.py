@@ -59,7 +59,6 @@ from .used_options import check_used
 logger = logging.getLogger(__name__)
 
 
-
 @register_task("document_translation", dataclass=DocumentTranslationConfig)
 class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
     """Translate documents sentence by sentence, carrying context from each sentence to the next."""
@@ -75,8 +74,8 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         built from a checkpoint's own config (the hub's) has the checkpoint's."""
         if not kwargs.get("from_checkpoint"):
             paths = from_the_run(cfg, "checkpoint_paths")
-            checkpoints = checkpoints_loaded(paths, *(from_the_run(cfg, name) for name in
-                                                      ("finetune_from_model", "restore_file", "save_dir")))
+            checkpoints = checkpoints_loaded(paths, *(from_the_run(cfg, name) for name in (
+                "finetune_from_model", "restore_file", "save_dir", "checkpoint_suffix", "continue_once")))
             take_checkpoint_languages(cfg, checkpoints, training=not paths)
         return super().setup_task(cfg, **kwargs)
 

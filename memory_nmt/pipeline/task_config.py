@@ -146,6 +146,8 @@ class DocumentTranslationConfig(TranslationConfig):
     finetune_from_model: Optional[str] = II("checkpoint.finetune_from_model")  # what fairseq-train loads, unless
     restore_file: Optional[str] = II("checkpoint.restore_file")  # ... it resumes a run
     save_dir: Optional[str] = II("checkpoint.save_dir")
+    checkpoint_suffix: str = II("checkpoint.checkpoint_suffix")
+    continue_once: Optional[str] = II("checkpoint.continue_once")
     reset_optimizer: bool = II("checkpoint.reset_optimizer")  # ... and whether it takes only the weights
     reset_dataloader: bool = II("checkpoint.reset_dataloader")
     fp16: bool = II("common.fp16")  # the run's precision (precision.py)

@@ -78,6 +78,7 @@ from fairseq.trainer import Trainer
 from fairseq_cli import preprocess
 
 from memory_nmt.pipeline.data import DocumentDataError, parse_window
+from memory_nmt.pipeline.errors import InputError
 from memory_nmt.pipeline.option_ranges import refusing_unreadable
 from memory_nmt.pipeline.samples import passes_in, read_sample
 from memory_nmt.pipeline.task_config import DEFAULT_WINDOW, LANE_ROWS, DocumentTranslationConfig
@@ -434,7 +435,10 @@ def main(argv=None):
     if args.measure_peak:
         return measure_peak(args)
     systems = systems_of(args)
-    batches, unmeasured = batches_of(systems, data, args)
+    try:
+        batches, unmeasured = batches_of(systems, data, args)
+    except InputError as error:  # the task's or a system's refusal of what the command line gives
+        sys.exit(f"{os.path.basename(sys.argv[0])}: error: {error}")
     trainers = {system: measured.trainer for system, measured in batches.items()}
     for system, trainer in trainers.items():
         train_updates(trainer, batches[system], args.warmup, args.device)

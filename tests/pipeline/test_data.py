@@ -339,6 +339,7 @@ def test_the_batches_made_ahead_are_every_batch_in_order_and_end_when_stopped():
                                      disable_shuffling=True).next_epoch_itr(shuffle=False)
 
     assert list(epoch()) == list(range(10))
+    assert list(epoch().take(3)) == [0, 1, 2]
     others = set(BatchesAhead.running)  # other tests' in this process, and the finished epoch's
     batches = epoch()
     assert next(batches) == 0

@@ -1,6 +1,6 @@
 """One system's checkpoint loaded into another system's model, as fairseq-train loads it: the
-document task's check as it builds the model (``DocumentTranslationTask.check_training_start``,
-``pipeline/checkpoint_fit.check_system``), then fairseq's trainer: a run never resumes from another system's checkpoint,
+document task's check as it builds the model (``pipeline/checkpoint_fit.check_training_start``,
+``check_system``), then fairseq's trainer: a run never resumes from another system's checkpoint,
 and another system's weights start a model only where they fit it as a plain transformer's
 would; each refusal is one line naming both systems and the first parameter that differs.
 
@@ -23,6 +23,7 @@ from conftest import (AMN, COMMON, CONCAT, LOCAL_GLOBAL, REPO, TINY_DIMS, TINY_M
                       save_checkpoint)
 from memory_nmt.pipeline.checkpoint_files import CheckpointFileError, check_checkpoint_file
 from memory_nmt.pipeline.checkpoint_fit import CheckpointMismatchError, check_training_start
+from memory_nmt.pipeline.checkpoint_languages import training_start
 
 SYSTEMS = {
     "transformer": ["--arch", "transformer", *TINY_DIMS],
@@ -153,6 +154,32 @@ def test_a_restore_file_of_another_system_is_refused_naming_finetuning_instead(s
         f"checkpoint): give --finetune-from-model {checkpoint} instead of --restore-file to start from its weights, "
         f"or --arch {ARCH['context_concat']} to resume its run"
     )
+
+
+def test_the_checkpoint_a_run_starts_from_is_the_one_fairseq_loads(tmp_path):
+    """fairseq-train's choice (``checkpoint_utils.load_checkpoint``): the --save-dir's last checkpoint,
+    with --checkpoint-suffix; where there is none, --continue-once before --finetune-from-model; a
+    --restore-file with the suffix before ``.pt``."""
+    last = tmp_path / "run" / "checkpoint_last-part.pt"
+    last.parent.mkdir()
+    last.write_bytes(b"")
+    once, weights = str(tmp_path / "once.pt"), str(tmp_path / "weights.pt")
+    empty = str(tmp_path)
+    assert training_start(weights, "checkpoint_last.pt", str(last.parent), "-part", once) == (str(last), "--save-dir")
+    assert training_start(weights, "checkpoint_last.pt", str(last.parent), "", once) == (once, "--continue-once")
+    assert training_start(weights, "checkpoint_last.pt", empty, "", None) == (weights, "--finetune-from-model")
+    assert training_start(None, "checkpoint_last.pt", empty, "", None) is None
+    assert training_start(None, "run/best.pt", empty, "-part", None) == ("run/best-part.pt", "--restore-file")
+
+
+def test_a_continue_once_of_another_system_is_refused_naming_finetuning_instead(systems, tmp_path):
+    (_, checkpoint), (trainer, _) = systems["context_concat"], systems["associated_memory"]
+    with pytest.raises(CheckpointMismatchError) as refused:
+        check_training_start(trainer.get_model(), trainer.cfg.model, None, "checkpoint_last.pt", str(tmp_path),
+                             reset_optimizer=False, reset_dataloader=False, continue_once=str(checkpoint))
+    assert str(refused.value).startswith(f"{checkpoint} is a {ARCH['context_concat']} checkpoint, which fairseq-train "
+                                         "resumes from (--continue-once)")
+    assert f"give --finetune-from-model {checkpoint} instead of --continue-once" in str(refused.value)
 
 
 def test_the_local_global_refusal_of_a_deeper_transformer_names_the_models_own_layers(systems):

@@ -206,6 +206,30 @@ def test_the_amn_reads_the_stream_after_self_attention_and_gates_the_encoders_ou
     assert torch.equal(opened, plain_output)
 
 
+@pytest.mark.parametrize("layout", ["post-norm", *LAYOUTS])
+def test_the_amn_encoder_runs_its_layers_as_fairseqs_encoder_does(data_bin, layout):
+    """The AMN's encoder runs its layers itself, to take x' between the top layer's two blocks: without
+    context its whole output (every key, all hidden states too) is bit for bit fairseq's encoder's with
+    the same weights, in training (dropout drawn alike) and in evaluation, on padded rows."""
+    dropouts = ["--dropout", "0.3", "--attention-dropout", "0.1", "--activation-dropout", "0.1"]
+    _, plain, _, _ = build(data_bin, *PLAIN, *LAYOUTS.get(layout, []), *dropouts, "--seed", "3", task="translation")
+    task, model, _, cfg = build(data_bin, *AMN, *LAYOUTS.get(layout, []), *dropouts, "--seed", "4")
+    model.load_state_dict(plain.state_dict(), model_cfg=cfg.model)
+    sample = batches(task, "test")[1]
+    src_tokens, src_lengths = sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"]
+    assert bool(src_tokens.eq(model.encoder.padding_idx).any())
+    for training, all_hiddens in ((True, True), (True, False), (False, True)):
+        plain.train(training), model.train(training)
+        torch.manual_seed(5)
+        theirs = plain.encoder(src_tokens, src_lengths, return_all_hiddens=all_hiddens)
+        torch.manual_seed(5)
+        ours = model.encoder(src_tokens, src_lengths, return_all_hiddens=all_hiddens)
+        assert ours.keys() == theirs.keys()
+        for key, values in theirs.items():
+            assert len(ours[key]) == len(values), key
+            assert all(a is b is None or torch.equal(a, b) for a, b in zip(ours[key], values)), (key, training)
+
+
 @pytest.mark.parametrize("gated", [True, False], ids=["gate", "no-fusion-gate"])
 def test_the_pre_norm_global_layer_fuses_the_stream_it_reads_normalised(gated):
     """Pre-norm: r = LayerNorm(x), h^G from r, g = sigmoid(W_g [r; h^G]), the fused stream
