@@ -2,6 +2,7 @@
 as fairseq's own generator translates it, through the stock CLIs too; and the other way round,
 a document system outside the document task is refused."""
 import re
+import subprocess
 
 import pytest
 import torch
@@ -50,6 +51,19 @@ def test_a_document_system_outside_the_document_task_is_refused(data_bin, arch):
     without its context and say nothing."""
     with pytest.raises(DocumentSystemError, match="translates documents: use --task document_translation"):
         build(data_bin, *arch, task="translation")
+
+
+def test_fairseq_generate_with_a_document_checkpoint_in_the_translation_task_ends_on_one_line(data_bin,
+                                                                                            concat_checkpoint):
+    """Under fairseq's own task the plugin's refusal is still an error in what the user gave: the
+    command line loads the plugin (--user-dir), so it ends in one line (memory_nmt/fairseq_changes.py)."""
+    done = subprocess.run([
+        fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", str(PLUGIN), "--task", "translation",
+        "--path", str(concat_checkpoint), "--gen-subset", "test", "--cpu", "--max-tokens", "200",
+    ], capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert re.match(r"fairseq-generate: error: .*translates documents: use --task document_translation",
+                    done.stderr.strip().splitlines()[-1]), done.stderr[-2000:]
 
 
 def test_the_document_hub_translates_a_sentence_models_documents_sentence_by_sentence(data_bin, sentence_checkpoint):
