@@ -37,9 +37,10 @@ cut (the task refuses a sentence longer than the positions). Cuts are counted in
 Decoding: the target prefix is fed once per sentence, at the first beam step, filling the
 decoder's incremental state (self-attention keys and values of every prefix token; padded ones
 masked); each later step feeds one token, as fairseq does. Prefixes differ in length from row to
-row, so positions count a row's real tokens, in decoding as in training.
+row, so positions count a row's real tokens, in decoding as in training. Both steps are the
+decoder's own pass over fairseq's layers (``features_of_new_tokens``), which hands the layers the
+incremental state and the positions explicitly.
 """
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -87,21 +88,7 @@ class ContextConcatEncoder(TransformerEncoderBase):
         return reordered
 
 
-def _positions_count_real_tokens(module, args, kwargs):
-    """fairseq gives a token's position in incremental decoding as the sequence length; with
-    prefixes of different lengths padded in one batch, it must count the row's real tokens,
-    as fairseq does for whole sequences."""
-    return args, {key: value for key, value in kwargs.items() if key != "incremental_state"}
-
-
 class ContextConcatDecoder(TransformerDecoderBase):
-    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
-        super().__init__(
-            cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn, output_projection=output_projection
-        )
-        if self.embed_positions is not None:
-            self.embed_positions.register_forward_pre_hook(_positions_count_real_tokens, with_kwargs=True)
-
     def extract_features(
         self,
         prev_output_tokens,
@@ -129,11 +116,55 @@ class ContextConcatDecoder(TransformerDecoderBase):
             features, extra = super().extract_features(tokens, encoder_out, None, **options)
             return self._rows_from(features, extra, prefix_lengths - 1, prev_output_tokens.size(1))
         if prev_output_tokens.size(1) == 1:  # the first step: the prefix predicts the first word
-            with self._layers_keeping_states(incremental_state):
-                features, extra = super().extract_features(prefix, encoder_out, None, **options)
+            features, extra = self.features_of_new_tokens(prefix, prefix.size(1), encoder_out, incremental_state,
+                                                          **options)
             return self._rows_from(features, extra, prefix_lengths - 1, 1)
         tokens = torch.cat([prefix, prev_output_tokens[:, 1:]], dim=1)
-        return super().extract_features(tokens, encoder_out, incremental_state, **options)
+        return self.features_of_new_tokens(tokens, 1, encoder_out, incremental_state, **options)
+
+    def features_of_new_tokens(self, tokens: Tensor, new: int, encoder_out: Dict[str, List[Tensor]],
+                               incremental_state, full_context_alignment: bool = False,
+                               alignment_layer: Optional[int] = None, alignment_heads: Optional[int] = None):
+        """fairseq's decoder features (and ``extra``) of the last ``new`` tokens of ``tokens``, whose
+        earlier ones the layers keep in ``incremental_state``, where they keep the new ones' too: the
+        whole prefix at a sentence's first step, one token at each later one. A token's position
+        counts its row's real tokens (fairseq's, in incremental decoding, is the sequence length:
+        prefixes of different lengths are padded in one batch), and the new tokens attend to the
+        earlier ones of their row, not the later ones."""
+        positions = None if self.embed_positions is None else self.embed_positions(tokens)[:, -new:]
+        tokens = tokens[:, -new:].contiguous()
+        x = self.embed_scale * self.embed_tokens(tokens)
+        if self.quant_noise is not None:
+            x = self.quant_noise(x)
+        if self.project_in_dim is not None:
+            x = self.project_in_dim(x)
+        if positions is not None:
+            x += positions
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x).transpose(0, 1)
+        padding = tokens.eq(self.padding_idx) if self.cross_self_attention or tokens.eq(self.padding_idx).any() else None
+        future = self.buffered_future_mask(x) if new > 1 and not full_context_alignment else None
+        alignment_layer = self.num_layers - 1 if alignment_layer is None else alignment_layer
+        attention, inner_states = None, [x]
+        for index, layer in enumerate(self.layers):
+            x, layer_attention, _ = layer(
+                x, encoder_out["encoder_out"][0] if encoder_out["encoder_out"] else None,
+                encoder_out["encoder_padding_mask"][0] if encoder_out["encoder_padding_mask"] else None,
+                incremental_state, self_attn_mask=future, self_attn_padding_mask=padding,
+                need_attn=index == alignment_layer, need_head_weights=index == alignment_layer,
+            )
+            inner_states.append(x)
+            if layer_attention is not None and index == alignment_layer:
+                attention = layer_attention.float().to(x)
+        if attention is not None:
+            attention = (attention[:alignment_heads] if alignment_heads is not None else attention).mean(dim=0)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        x = x.transpose(0, 1)
+        if self.project_out_dim is not None:
+            x = self.project_out_dim(x)
+        return x, {"attn": [attention], "inner_states": inner_states}
 
     def _after_prefix(self, prefix: Tensor, prev_output_tokens: Tensor) -> Tensor:
         """Each row's prefix, then its ``prev_output_tokens`` without their leading ``</s>``,
@@ -162,21 +193,6 @@ class ContextConcatDecoder(TransformerDecoderBase):
         if attention is not None:
             extra["attn"] = [attention.gather(1, columns.unsqueeze(-1).expand(-1, -1, attention.size(-1)))]
         return features, extra
-
-    @contextmanager
-    def _layers_keeping_states(self, incremental_state):
-        """fairseq's layers called on whole sequences, but keeping their keys and values in
-        ``incremental_state`` as in incremental decoding (the layers take it as 4th argument)."""
-
-        def with_state(module, args):
-            return (*args[:3], incremental_state, *args[4:])
-
-        handles = [layer.register_forward_pre_hook(with_state) for layer in self.layers]
-        try:
-            yield
-        finally:
-            for handle in handles:
-                handle.remove()
 
 
 @register_model("transformer_context_concat")
