@@ -38,7 +38,7 @@ Decoding: the target prefix is fed once per sentence, at the first beam step, fi
 decoder's incremental state (self-attention keys and values of every prefix token; padded ones
 masked); each later step feeds one token, as fairseq does. Prefixes differ in length from row to
 row, so positions count a row's real tokens, in decoding as in training. Both steps are the
-decoder's own pass over fairseq's layers (``features_of_new_tokens``), which hands the layers the
+decoder's own pass over fairseq's layers (``systems/decoder_pass.py``), which hands the layers the
 incremental state and the positions explicitly.
 """
 from dataclasses import dataclass, field
@@ -58,6 +58,7 @@ from torch import Tensor
 
 from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import SentenceContext
+from ..decoder_pass import decoder_features
 from ..options import SystemOptions
 from ..previous_sentences import PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer
@@ -116,55 +117,10 @@ class ContextConcatDecoder(TransformerDecoderBase):
             features, extra = super().extract_features(tokens, encoder_out, None, **options)
             return self._rows_from(features, extra, prefix_lengths - 1, prev_output_tokens.size(1))
         if prev_output_tokens.size(1) == 1:  # the first step: the prefix predicts the first word
-            features, extra = self.features_of_new_tokens(prefix, prefix.size(1), encoder_out, incremental_state,
-                                                          **options)
+            features, extra = decoder_features(self, prefix, prefix.size(1), encoder_out, incremental_state, **options)
             return self._rows_from(features, extra, prefix_lengths - 1, 1)
         tokens = torch.cat([prefix, prev_output_tokens[:, 1:]], dim=1)
-        return self.features_of_new_tokens(tokens, 1, encoder_out, incremental_state, **options)
-
-    def features_of_new_tokens(self, tokens: Tensor, new: int, encoder_out: Dict[str, List[Tensor]],
-                               incremental_state, full_context_alignment: bool = False,
-                               alignment_layer: Optional[int] = None, alignment_heads: Optional[int] = None):
-        """fairseq's decoder features (and ``extra``) of the last ``new`` tokens of ``tokens``, whose
-        earlier ones the layers keep in ``incremental_state``, where they keep the new ones' too: the
-        whole prefix at a sentence's first step, one token at each later one. A token's position
-        counts its row's real tokens (fairseq's, in incremental decoding, is the sequence length:
-        prefixes of different lengths are padded in one batch), and the new tokens attend to the
-        earlier ones of their row, not the later ones."""
-        positions = None if self.embed_positions is None else self.embed_positions(tokens)[:, -new:]
-        tokens = tokens[:, -new:].contiguous()
-        x = self.embed_scale * self.embed_tokens(tokens)
-        if self.quant_noise is not None:
-            x = self.quant_noise(x)
-        if self.project_in_dim is not None:
-            x = self.project_in_dim(x)
-        if positions is not None:
-            x += positions
-        if self.layernorm_embedding is not None:
-            x = self.layernorm_embedding(x)
-        x = self.dropout_module(x).transpose(0, 1)
-        padding = tokens.eq(self.padding_idx) if self.cross_self_attention or tokens.eq(self.padding_idx).any() else None
-        future = self.buffered_future_mask(x) if new > 1 and not full_context_alignment else None
-        alignment_layer = self.num_layers - 1 if alignment_layer is None else alignment_layer
-        attention, inner_states = None, [x]
-        for index, layer in enumerate(self.layers):
-            x, layer_attention, _ = layer(
-                x, encoder_out["encoder_out"][0] if encoder_out["encoder_out"] else None,
-                encoder_out["encoder_padding_mask"][0] if encoder_out["encoder_padding_mask"] else None,
-                incremental_state, self_attn_mask=future, self_attn_padding_mask=padding,
-                need_attn=index == alignment_layer, need_head_weights=index == alignment_layer,
-            )
-            inner_states.append(x)
-            if layer_attention is not None and index == alignment_layer:
-                attention = layer_attention.float().to(x)
-        if attention is not None:
-            attention = (attention[:alignment_heads] if alignment_heads is not None else attention).mean(dim=0)
-        if self.layer_norm is not None:
-            x = self.layer_norm(x)
-        x = x.transpose(0, 1)
-        if self.project_out_dim is not None:
-            x = self.project_out_dim(x)
-        return x, {"attn": [attention], "inner_states": inner_states}
+        return decoder_features(self, tokens, 1, encoder_out, incremental_state, **options)
 
     def _after_prefix(self, prefix: Tensor, prev_output_tokens: Tensor) -> Tensor:
         """Each row's prefix, then its ``prev_output_tokens`` without their leading ``</s>``,

@@ -3,11 +3,11 @@
 Decoder (section 4.2): fairseq's decoder whose self-attention also reads the previous target
 sentence of the chunk, Transformer-XL style, with no gradient into it (``target_context.py``).
 What it reads comes with ``encoder_out`` (``encoder.py``): the previous sentence's row in a batch
-of whole chunks, or the states carried from it (sentence by sentence). Each decoder call gives it
-to its layers' self-attention for that call only (``PreviousSentence.read``), and a call over
-whole sentences returns what each layer's self-attention read (the layer's input; in pre-norm
-layers, that input through the layer's ``self_attn_layer_norm``), which the model (``model.py``)
-carries to the next sentence.
+of whole chunks, or the states carried from it (sentence by sentence). Each decoder call runs its
+layers itself (``systems/decoder_pass.py``) and hands them the previous sentence as an argument,
+which each layer hands its self-attention; a call over whole sentences returns what each layer's
+self-attention read (the layer's input; in pre-norm layers, that input through the layer's
+``self_attn_layer_norm``), which the model (``model.py``) carries to the next sentence.
 """
 from typing import Dict, List, Optional
 
@@ -16,14 +16,53 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
 from ...pipeline.context_parameters import tag_context_parameters
+from ..decoder_pass import decoder_features
 from .target_context import PreviousSentence, PreviousSentenceAttention
 
 
 class LocalGlobalDecoderLayer(TransformerDecoderLayerBase):
-    """fairseq's decoder layer whose self-attention reads the previous sentence too."""
+    """fairseq's decoder layer whose self-attention reads the previous sentence too (``reads``): its
+    three blocks (self-attention, encoder attention, feed-forward) as fairseq computes them, around
+    its submodules (this architecture has none of NormFormer's scalings)."""
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         return PreviousSentenceAttention(embed_dim, cfg.decoder.attention_heads, cfg.attention_dropout)
+
+    def forward(self, x, encoder_out: Optional[Tensor] = None, encoder_padding_mask: Optional[Tensor] = None,
+                incremental_state=None, self_attn_mask: Optional[Tensor] = None,
+                self_attn_padding_mask: Optional[Tensor] = None, need_attn: bool = False,
+                need_head_weights: bool = False, reads: Optional[PreviousSentence] = None):
+        residual = x
+        if self.normalize_before:
+            x = self.self_attn_layer_norm(x)
+        x, _ = self.self_attn(query=x, key=x, value=x, key_padding_mask=self_attn_padding_mask,
+                              incremental_state=incremental_state, need_weights=False, attn_mask=self_attn_mask,
+                              previous=reads)
+        x = self.residual_connection(self.dropout_module(x), residual)
+        if not self.normalize_before:
+            x = self.self_attn_layer_norm(x)
+        attention = None
+        if self.encoder_attn is not None and encoder_out is not None:
+            residual = x
+            if self.normalize_before:
+                x = self.encoder_attn_layer_norm(x)
+            x, attention = self.encoder_attn(
+                query=x, key=encoder_out, value=encoder_out, key_padding_mask=encoder_padding_mask,
+                incremental_state=incremental_state, static_kv=True,
+                need_weights=need_attn or need_head_weights or (not self.training and self.need_attn),
+                need_head_weights=need_head_weights,
+            )
+            x = self.residual_connection(self.dropout_module(x), residual)
+            if not self.normalize_before:
+                x = self.encoder_attn_layer_norm(x)
+        residual = x
+        if self.normalize_before:
+            x = self.final_layer_norm(x)
+        x = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(x))))
+        x = self.residual_connection(self.dropout_module(x), residual)
+        if not self.normalize_before:
+            x = self.final_layer_norm(x)
+        return x, attention, None
 
 
 class LocalGlobalDecoder(TransformerDecoderBase):
@@ -59,12 +98,12 @@ class LocalGlobalDecoder(TransformerDecoderBase):
             memory=memory, memory_padding=memory_padding[0] if memory_padding else None,
             previous_rows=rows[0] if rows else None, record=incremental_state is None,
         )
-        with previous.read():
-            features, extra = super().extract_features(
-                prev_output_tokens, encoder_out, incremental_state=incremental_state,
-                full_context_alignment=full_context_alignment, alignment_layer=alignment_layer,
-                alignment_heads=alignment_heads,
-            )
+        new = prev_output_tokens.size(1) if incremental_state is None else 1
+        features, extra = decoder_features(
+            self, prev_output_tokens, new, encoder_out, incremental_state, reads=previous,
+            full_context_alignment=full_context_alignment, alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+        )
         if previous.record:
             extra["target_states"] = [previous.states[index] for index in range(len(self.layers))]
             extra["target_padding"] = prev_output_tokens.eq(self.padding_idx)

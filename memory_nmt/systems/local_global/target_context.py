@@ -29,19 +29,14 @@ words aligned to the right, next to the current sentence). A whole-sentence call
 layer's input (``states``) for the next sentence. In incremental decoding the previous
 sentence's keys and values are computed at the first step and kept with the words' own.
 
-How it reaches the self-attention: fairseq's decoder calls its layers, and they their
-self-attention, with fixed arguments, none of which can carry it (the one made per call, the
-incremental state, is None in training). So the decoder has it read for the length of one call
-(``PreviousSentence.read``), through a context variable set when the call starts and reset when
-it returns, not an attribute of any module: nothing of one call is left for the next, each thread
-has its own, and a self-attention called outside a decoder call fails. In beam search each step is
-a decoder call with the ``encoder_out`` fairseq reordered with the beams, and the keys and values
-kept from the first step are reordered with the incremental state, as fairseq's are.
+How it reaches the self-attention: as an argument. The decoder makes one ``PreviousSentence`` a
+call and runs its layers itself (``systems/decoder_pass.py``), handing it to each layer, which hands
+it to its self-attention (``decoder.py``); nothing of one call is left for the next. In beam search
+each step is a decoder call with the ``encoder_out`` fairseq reordered with the beams, and the keys
+and values kept from the first step are reordered with the incremental state, as fairseq's are.
 """
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, List, Optional
 
 import torch
 from fairseq import utils
@@ -57,10 +52,6 @@ def aligned_right(states: Tensor, padding: Optional[Tensor]):
         return states, torch.zeros(states.size(1), states.size(0), dtype=torch.bool, device=states.device)
     order = torch.sort((~padding).long(), dim=1, stable=True).indices  # padding first, words in order
     return states.gather(0, order.t().unsqueeze(-1).expand(-1, -1, states.size(-1))), padding.gather(1, order)
-
-
-# what the self-attention layers read in the decoder call under way (``PreviousSentence.read``)
-_PREVIOUS_SENTENCE_OF_THE_CALL: ContextVar[Optional["PreviousSentence"]] = ContextVar("previous_sentence", default=None)
 
 
 @dataclass
@@ -89,23 +80,6 @@ class PreviousSentence:
             inputs.size(1), 0, dtype=torch.bool, device=inputs.device
         )
 
-    @contextmanager
-    def read(self) -> Iterator[None]:
-        """Inside the block (one decoder call), every ``PreviousSentenceAttention`` reads this previous sentence."""
-        token = _PREVIOUS_SENTENCE_OF_THE_CALL.set(self)
-        try:
-            yield
-        finally:
-            _PREVIOUS_SENTENCE_OF_THE_CALL.reset(token)
-
-    @staticmethod
-    def of_the_call() -> "PreviousSentence":
-        """The previous sentence the decoder call under way reads; outside one, an error."""
-        previous = _PREVIOUS_SENTENCE_OF_THE_CALL.get()
-        if previous is None:
-            raise RuntimeError("PreviousSentenceAttention was called outside its decoder's forward pass")
-        return previous
-
 
 class RelativePositions(nn.Module):
     """Transformer-XL's relative position terms of one attention: ``u``, ``v`` and ``W_R``, zero at first."""
@@ -125,8 +99,8 @@ class RelativePositions(nn.Module):
 
 class PreviousSentenceAttention(MultiheadAttention):
     """fairseq's decoder self-attention (its projections, so a transformer's weights load), reading
-    first the states of the previous sentence that the decoder call under way gives
-    (``PreviousSentence.read``); ``layer``, its index among the decoder's layers, is set by the decoder."""
+    first the states of the previous sentence it is given (``previous``); ``layer``, its index among the
+    decoder's layers, is set by the decoder."""
 
     def __init__(self, embed_dim: int, heads: int, dropout: float):
         super().__init__(embed_dim, heads, dropout=dropout, self_attention=True)
@@ -145,11 +119,13 @@ class PreviousSentenceAttention(MultiheadAttention):
         attn_mask: Optional[Tensor] = None,
         before_softmax: bool = False,
         need_head_weights: bool = False,
+        previous: Optional[PreviousSentence] = None,
     ):
-        """Self-attention of ``query`` (T, B, C) over the previous sentence's states and its own
-        words (``attn_mask``: the causal mask of its own words; ``key_padding_mask``: their
+        """Self-attention of ``query`` (T, B, C) over the states of the ``previous`` sentence and its
+        own words (``attn_mask``: the causal mask of its own words; ``key_padding_mask``: their
         padding). Returns (output, None): no attention weights are given out."""
-        previous = PreviousSentence.of_the_call()
+        if previous is None:
+            raise ValueError("PreviousSentenceAttention reads the previous sentence it is given: give previous")
         length, batch, embed_dim = query.shape
         if previous.record:
             previous.states[self.layer] = query
