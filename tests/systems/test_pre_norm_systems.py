@@ -292,7 +292,9 @@ def test_the_pre_norm_global_layer_sits_before_the_encoders_final_layer_norm(dat
     ([*AMN, "--checkpoint-activations"], "transformer_associated_memory does not support --checkpoint-activations"),
     ([*CHUNKS_OF_THREE, "--checkpoint-activations"], "transformer_local_global does not support --checkpoint-activations"),
     ([*CHUNKS_OF_THREE, "--cross-self-attention"], "transformer_local_global does not support --cross-self-attention"),
-], ids=["amn-layerdrop", "amn-checkpointing", "local-global-checkpointing", "local-global-cross-self-attention"])
+    ([*CHUNKS_OF_THREE, "--decoder-layerdrop", "0.1"], "transformer_local_global does not support --decoder-layerdrop"),
+], ids=["amn-layerdrop", "amn-checkpointing", "local-global-checkpointing", "local-global-cross-self-attention",
+        "local-global-layerdrop"])
 def test_what_pre_norm_layers_do_not_change_is_still_refused(data_bin, options, refused):
     with pytest.raises(OptionError, match=refused):
         build(data_bin, *options, *LAYOUTS["mbart"])

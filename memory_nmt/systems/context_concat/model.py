@@ -117,10 +117,12 @@ class ContextConcatDecoder(TransformerDecoderBase):
             features, extra = super().extract_features(tokens, encoder_out, None, **options)
             return self._rows_from(features, extra, prefix_lengths - 1, prev_output_tokens.size(1))
         if prev_output_tokens.size(1) == 1:  # the first step: the prefix predicts the first word
-            features, extra = decoder_features(self, prefix, prefix.size(1), encoder_out, incremental_state, **options)
+            features, extra = decoder_features(self, prefix, prefix.size(1), encoder_out, incremental_state,
+                                               positions_count_real_tokens=True, **options)
             return self._rows_from(features, extra, prefix_lengths - 1, 1)
         tokens = torch.cat([prefix, prev_output_tokens[:, 1:]], dim=1)
-        return decoder_features(self, tokens, 1, encoder_out, incremental_state, **options)
+        return decoder_features(self, tokens, 1, encoder_out, incremental_state, positions_count_real_tokens=True,
+                                **options)
 
     def _after_prefix(self, prefix: Tensor, prev_output_tokens: Tensor) -> Tensor:
         """Each row's prefix, then its ``prev_output_tokens`` without their leading ``</s>``,

@@ -29,9 +29,11 @@ class LocalGlobalDecoderLayer(TransformerDecoderLayerBase):
         return PreviousSentenceAttention(embed_dim, cfg.decoder.attention_heads, cfg.attention_dropout)
 
     def forward(self, x, encoder_out: Optional[Tensor] = None, encoder_padding_mask: Optional[Tensor] = None,
-                incremental_state=None, self_attn_mask: Optional[Tensor] = None,
-                self_attn_padding_mask: Optional[Tensor] = None, need_attn: bool = False,
-                need_head_weights: bool = False, reads: Optional[PreviousSentence] = None):
+                incremental_state=None, prev_self_attn_state=None, prev_attn_state=None,
+                self_attn_mask: Optional[Tensor] = None, self_attn_padding_mask: Optional[Tensor] = None,
+                need_attn: bool = False, need_head_weights: bool = False, *, reads: Optional[PreviousSentence] = None):
+        if prev_self_attn_state is not None or prev_attn_state is not None:
+            raise ValueError("the local+global decoder layer keeps its attention states in the incremental state")
         residual = x
         if self.normalize_before:
             x = self.self_attn_layer_norm(x)

@@ -130,3 +130,8 @@ class LocalGlobalOptions(SystemOptions):
             )
         if getattr(args, "cross_self_attention", False):
             raise OptionError("transformer_local_global does not support --cross-self-attention")
+        if getattr(args, "decoder_layerdrop", 0) > 0:
+            raise OptionError(
+                "transformer_local_global does not support --decoder-layerdrop: each decoder layer reads what "
+                "the same layer read of the previous sentence"
+            )
