@@ -440,3 +440,26 @@ def test_interactive_chunks_are_cut_by_size_and_buffer_and_forgotten_once_transl
     assert [(p.lane, p.continues) for p in second] == [(3, False), (None, False)]  # the buffer cut lane 2
     assert sorted(session.take_finished_lanes()) == [0, 1, 2]
     assert session.take_closed_lanes() == [3]
+
+
+def test_the_decoders_self_attention_reads_only_the_previous_sentence_it_is_given():
+    """The previous sentence is an argument of the self-attention (the decoder hands it down, layer by
+    layer): called without one, it fails instead of reading none; given an empty one, it is fairseq's
+    self-attention over the sentence's own words (its relative terms start at zero)."""
+    from fairseq.modules import MultiheadAttention
+
+    from memory_nmt.systems.local_global.target_context import PreviousSentence, PreviousSentenceAttention
+
+    torch.manual_seed(0)
+    attention = PreviousSentenceAttention(16, 4, 0.0).eval()
+    states = torch.randn(5, 2, 16)
+    with pytest.raises(ValueError, match="reads the previous sentence it is given"):
+        attention(states, states, states)
+    plain = MultiheadAttention(16, 4, self_attention=True).eval()
+    plain.load_state_dict({k: v for k, v in attention.state_dict().items() if not k.startswith("relative")})
+    mask = torch.triu(torch.full((5, 5), float("-inf")), 1)
+    with torch.no_grad():
+        ours, _ = attention(states, states, states, attn_mask=mask, previous=PreviousSentence())
+        theirs, _ = plain(states, states, states, attn_mask=mask, need_weights=False)
+    assert torch.allclose(ours, theirs, atol=1e-6)
+
