@@ -157,9 +157,9 @@ def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model
                  resumed_from: Optional[str] = None):
     """Refuse ``path``, a checkpoint of another system than ``model``'s (their model configs name the
     systems): always when a run resumes from it (``resumed_from``: the option that gave it,
-    ``--save-dir``, ``--restore-file`` or ``--continue-once``); when only its weights start this model, where they do not
-    fit it. The weights of fairseq's transformer family (``transformer``, mBART's) are left to the model
-    (``FitsTransformerCheckpoints``)."""
+    ``--save-dir``, ``--restore-file`` or ``--continue-once``); when only its weights start this
+    model, where they do not fit it. The weights of fairseq's transformer family (``transformer``,
+    mBART's) are left to the model (``FitsTransformerCheckpoints``)."""
     theirs, own = arch(checkpoint_cfg), arch(model_cfg)
     system = ARCH_MODEL_REGISTRY.get(theirs)
     if theirs is None or theirs == own or (system is not None and system is ARCH_MODEL_REGISTRY.get(own)):
