@@ -89,10 +89,16 @@ def load_checkpoint_file(f, *args, **kwargs):
     return state
 
 
+def mapped_checkpoint(path) -> dict:
+    """The checkpoint at ``path`` read by ``load_checkpoint_file`` with its tensors mapped, not read
+    (what the plugin reads of a checkpoint before fairseq's loader reads it whole)."""
+    return load_checkpoint_file(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
+
+
 def check_checkpoint_file(path):
-    """Refuse ``path`` on one line where it is not a whole fairseq checkpoint (``load_checkpoint_file``,
-    its tensors mapped, not read), before fairseq's own loader reads it."""
-    load_checkpoint_file(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
+    """Refuse ``path`` on one line where it is not a whole fairseq checkpoint, before fairseq's own
+    loader reads it."""
+    mapped_checkpoint(path)
 
 
 def unreadable(name, error: Exception) -> CheckpointFileError:

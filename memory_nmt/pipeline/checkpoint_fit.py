@@ -31,7 +31,6 @@ A refusal names both systems and the first parameter that differs.
 import logging
 import os
 import re
-import zipfile
 from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -41,7 +40,7 @@ from fairseq.models.bart import BARTModel
 from fairseq.models.transformer import TransformerModel
 from torch import Tensor, nn
 
-from .checkpoint_files import config_value, load_checkpoint_file
+from .checkpoint_files import config_value, mapped_checkpoint
 from .checkpoint_languages import training_start
 from .context_parameters import context_modules, is_context_parameter
 from .errors import InputError
@@ -146,7 +145,7 @@ def check_training_start(model: nn.Module, model_cfg, finetune_from_model: Optio
     if start is None or not os.path.isfile(start[0]):
         return
     path, option = start
-    state = load_checkpoint_file(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
+    state = mapped_checkpoint(path)
     saved_with = (state.get("cfg") or {}).get("model") or state.get("args")
     resumed_from = None if option == "--finetune-from-model" or (reset_optimizer and reset_dataloader) else option
     check_system(path, saved_with, state["model"], model, model_cfg, resumed_from)

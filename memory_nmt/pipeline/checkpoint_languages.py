@@ -23,14 +23,13 @@ own; ``memory-nmt-checkpoint-options`` prints them from there.
 """
 import logging
 import os
-import zipfile
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from fairseq import utils
 from omegaconf import DictConfig
 
-from .checkpoint_files import config_value, load_checkpoint_file
+from .checkpoint_files import config_value, mapped_checkpoint
 from .language_tokens import MULTI_SIMPLE_EPOCH, languages, read_lang_dict
 from .option_ranges import OptionError
 
@@ -195,7 +194,7 @@ def training_start(finetune_from_model: Optional[str], restore_file: Optional[st
 
 def checkpoint_languages(path: str) -> LanguageOptions:
     """The language options of the checkpoint at ``path`` (its tensors mapped, not read)."""
-    state = load_checkpoint_file(path, map_location="cpu", mmap=zipfile.is_zipfile(path))
+    state = mapped_checkpoint(path)
     task = config_value(state.get("cfg") or {}, "task") or state.get("args") or {}
     return LanguageOptions.of_checkpoint(task)
 

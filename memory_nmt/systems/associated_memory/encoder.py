@@ -4,9 +4,10 @@ The CAMN reads x', the top encoder layer's self-attention block output (``model.
 that is in post-norm and pre-norm layers: in both, what the block hands the feed-forward block).
 fairseq's encoder layer runs its two blocks in one ``forward``; ``TwoBlockEncoderLayer`` is that
 layer (the same submodules and state-dict names, so every checkpoint loads as into fairseq's) with
-its two blocks as methods of their own, and ``AssociatedMemoryEncoder.encode`` runs the layers
-itself, taking x' between the top layer's two blocks as a value. Both are written around fairseq's
-submodules and compute exactly what fairseq's encoder computes.
+its self-attention block as a method of its own (the feed-forward block:
+``systems/layer_blocks.py``), and ``AssociatedMemoryEncoder.encode`` runs the layers itself, taking
+x' between the top layer's two blocks as a value. Both are written around fairseq's submodules and
+compute exactly what fairseq's encoder computes.
 """
 from typing import Dict, List, Optional, Tuple
 
@@ -15,11 +16,12 @@ from fairseq.models.transformer import TransformerEncoderBase
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor
 
+from ..layer_blocks import feed_forward_block
 from .context_network import ContextualAssociatedMemory
 
 
 class TwoBlockEncoderLayer(TransformerEncoderLayerBase):
-    """fairseq's encoder layer, its self-attention block and its feed-forward block called one by one."""
+    """fairseq's encoder layer, its self-attention block and its feed-forward block called one after the other."""
 
     def self_attention_block(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
         """The residual stream after the self-attention block (after its LayerNorm, post-norm)."""
@@ -30,17 +32,8 @@ class TwoBlockEncoderLayer(TransformerEncoderLayerBase):
         x = self.residual_connection(self.dropout_module(x), residual)
         return x if self.normalize_before else self.self_attn_layer_norm(x)
 
-    def feed_forward_block(self, x: Tensor) -> Tensor:
-        """The residual stream after the feed-forward block (after its LayerNorm, post-norm)."""
-        residual = x
-        if self.normalize_before:
-            x = self.final_layer_norm(x)
-        x = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(x))))
-        x = self.residual_connection(self.dropout_module(x), residual)
-        return x if self.normalize_before else self.final_layer_norm(x)
-
     def forward(self, x, encoder_padding_mask: Optional[Tensor]):
-        return self.feed_forward_block(self.self_attention_block(x, encoder_padding_mask))
+        return feed_forward_block(self, self.self_attention_block(x, encoder_padding_mask))
 
 
 class AssociatedMemoryEncoder(TransformerEncoderBase):
@@ -97,7 +90,7 @@ class AssociatedMemoryEncoder(TransformerEncoderBase):
             x = layer(x, encoder_padding_mask=padding if padded else None)
             states += [x] if return_all_hiddens else []
         self_attention_output = self.layers[-1].self_attention_block(x, padding if padded else None)
-        x = self.layers[-1].feed_forward_block(self_attention_output)
+        x = feed_forward_block(self.layers[-1], self_attention_output)
         states += [x] if return_all_hiddens else []
         if self.layer_norm is not None:
             x = self.layer_norm(x)

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from ...pipeline.context_parameters import tag_context_parameters
 from ..decoder_pass import decoder_features
+from ..layer_blocks import feed_forward_block
 from .target_context import PreviousSentence, PreviousSentenceAttention
 
 
@@ -57,14 +58,7 @@ class LocalGlobalDecoderLayer(TransformerDecoderLayerBase):
             x = self.residual_connection(self.dropout_module(x), residual)
             if not self.normalize_before:
                 x = self.encoder_attn_layer_norm(x)
-        residual = x
-        if self.normalize_before:
-            x = self.final_layer_norm(x)
-        x = self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(x))))
-        x = self.residual_connection(self.dropout_module(x), residual)
-        if not self.normalize_before:
-            x = self.final_layer_norm(x)
-        return x, attention, None
+        return feed_forward_block(self, x), attention, None
 
 
 class LocalGlobalDecoder(TransformerDecoderBase):
