@@ -29,7 +29,7 @@ setup(
     },
     python_requires=">=3.9",  # str.removeprefix, str.removesuffix
     install_requires=[
-        "torch>=2.0",  # forward pre-hooks with keyword arguments
+        "torch>=2.4",  # torch.serialization.add_safe_globals (fairseq_changes.py)
         "fairseq==0.12.2; python_version < '3.11'",
         "ve-fairseq==0.12.3; python_version >= '3.11'",
         "sacrebleu>=2.0",

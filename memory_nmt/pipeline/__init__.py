@@ -4,7 +4,9 @@
 lanes; planners (``planners.py``: one interface) deal them to workers and batches, the one a
 split gets chosen once from what the model's system declares (``regime.py``):
 ``refilled_lanes.py`` plans training's lanes, whose steps ``packing.py`` packs several
-sentences to a row, each confined to itself by ``packed_attention.py``; ``sentence_batches.py``
+sentences to a row, each confined to itself by ``packed_attention.py`` through the passes over
+fairseq's layers that take what a sentence reads as arguments (``transformer_pass.py``,
+``layer_blocks.py``); ``sentence_batches.py``
 plans shuffled sentences with their context; ``chunks.py`` cuts documents into chunks for
 systems that read a whole chunk's source; ``chosen_context.py`` picks the next or random
 sentences a system's sentences read instead of what their lanes carry. Each kind of batch is a

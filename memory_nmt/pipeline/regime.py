@@ -30,6 +30,7 @@ from .packed_attention import why_not_confinable
 from .planners import DocumentLanes, WholeChunks
 from .refilled_lanes import RefilledLanes
 from .sentence_batches import ShuffledSentences
+from .system import SentenceLevel
 
 
 @dataclass(frozen=True)
@@ -82,4 +83,4 @@ def why_rows_not_packed(system, model, lane_rows: str) -> Optional[str]:
         return "--lane-rows padded"
     if not system.packs_rows:
         return f"{type(system).__name__} reads its context in the rows"
-    return why_not_confinable(model)
+    return why_not_confinable(model) if isinstance(system, SentenceLevel) else None  # a system confines its own

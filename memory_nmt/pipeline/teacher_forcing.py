@@ -12,16 +12,16 @@ of them can drift from what training does; the gradient-reach analysis alone car
 undetached, since that is what it measures. Decoding (``generator.py``) differs only in where
 the translation comes from: beam search, not the reference.
 
-A step whose sentences are packed several to a row (``packing.py``) runs with the model's
-attention confined to each sentence (``packed_attention.py``), and a system that reads a
-context (``DocumentSystem``) gets where its sentences lie (``packed_rows``) with its inputs;
-what it reads and carries out is per sentence, as in a step padded one sentence a row.
+A step whose sentences are packed several to a row (``packing.py``) computes each sentence alone:
+a system that reads a context (``DocumentSystem``) gets where its sentences lie (``packed_rows``)
+with its inputs and confines its attention and what it reads to each sentence itself; fairseq's own
+model runs through ``packed_attention.packed_forward``. What a system reads and carries out is per
+sentence, as in a step padded one sentence a row.
 
 The parts are named for torch.profiler as fairseq names its own: "sentence context" (what the
 system computes from the carry, such as a memory's update), "forward" (the model's pass, and the
 loss when asked for) and "carry out".
 """
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -31,7 +31,7 @@ from torch.autograd.profiler import record_function
 
 from .carry import Carry
 from .chosen_context import without_chosen
-from .packed_attention import confined_to_sentences
+from .packed_attention import packed_forward
 from .packing import PackedRows
 from .system import SentenceContext, carry_of_rows, document_system
 
@@ -74,9 +74,11 @@ def teacher_forced_step(
     with record_function("sentence context"):
         carry = carry_of_rows(system, carry, lanes, continues, net_input)
         context = system.sentence_context(carry, net_input, target_room=target.size(1) - 1)
-    layout = {"packed_rows": packed_rows} if packed_rows is not None and system.reads_context else {}
     with record_function("forward"):
-        with confined_to_sentences(model, packed_rows) if packed_rows is not None else nullcontext():
+        if packed_rows is not None and not system.reads_context:
+            net_output = packed_forward(model, net_input, packed_rows, features_only)
+        else:
+            layout = {} if packed_rows is None else {"packed_rows": packed_rows}
             net_output = model(**without_chosen(net_input), **context.inputs, **layout, features_only=features_only)
         loss = loss_of(net_output) if loss_of is not None else None
     with record_function("carry out"):

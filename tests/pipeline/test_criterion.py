@@ -490,8 +490,8 @@ def test_the_document_criterion_outside_the_document_task_is_refused(data_bin):
 @pytest.mark.parametrize("reach", ["window", "1"])
 def test_checkpointed_activations_give_the_same_gradients(data_bin, reach, layout):
     """--checkpoint-activations: every layer of the memory model, memory layers included, runs
-    forward again in the backward pass (reading the memory of the call that ran it, and attending
-    within each packed sentence as its first run did), and the gradients are those of the model that
+    forward again in the backward pass (taking the memory and the packed sentences' masks its first
+    run took as arguments), and the gradients are those of the model that
     keeps its activations, through the window's single backward pass and through --gradient-reach
     K's hop alike."""
     options = [*TINY_MODEL, *layout, "--optimization-window", "3", "--gradient-reach", reach]
@@ -501,7 +501,7 @@ def test_checkpointed_activations_give_the_same_gradients(data_bin, reach, layou
     make_reads_nonzero(model)
     checkpointed.load_state_dict(model.state_dict())
     layers = [*checkpointed.encoder.layers, *checkpointed.decoder.layers]
-    assert all(hasattr(layer, "precheckpoint_forward") for layer in layers)
+    assert checkpointed.encoder.recomputes_layers and checkpointed.decoder.recomputes_layers
     runs = []
     for layer in layers:
         layer.fc1.register_forward_hook(lambda module, inputs, output: runs.append(module))

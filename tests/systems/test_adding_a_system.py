@@ -65,7 +65,7 @@ def test_it_trains_through_the_criterion_and_decodes_every_sentence_once(toy_sys
     model.train()
     window = next(item["steps"] for item in batches(task, "train", max_tokens=150) if len(item["steps"]) == 3)
     criterion.forward_window(model, lane_steps(window), backward=lambda loss: loss.backward())
-    assert model.encoder.summary_projection.weight.grad.abs().sum() > 0
+    assert model.encoder.layers[-1].summary_projection.weight.grad.abs().sum() > 0
 
     model.eval()
     steps = batches(task, "test")
@@ -77,9 +77,9 @@ def test_it_trains_through_the_criterion_and_decodes_every_sentence_once(toy_sys
 
 def test_its_option_is_declared_once_and_checked(toy_system, data_bin, capsys):
     _, model, _, cfg = build(data_bin, *TOY)
-    assert cfg.model.summary_scale == 1.0 and model.encoder.scale == 1.0
+    assert cfg.model.summary_scale == 1.0 and model.encoder.layers[-1].scale == 1.0
     _, model, _, _ = build(data_bin, *TOY, "--summary-scale", "0.5")
-    assert model.encoder.scale == 0.5
+    assert model.encoder.layers[-1].scale == 0.5
     assert refused_option(capsys, data_bin, *TOY, "--summary-scale", "-1").endswith(
         "argument --summary-scale: -1: give 0 or more"
     )
@@ -88,10 +88,10 @@ def test_its_option_is_declared_once_and_checked(toy_system, data_bin, capsys):
 def test_a_plain_transformers_checkpoint_starts_it(toy_system, data_bin):
     _, plain, _, _ = build(data_bin, "--arch", "transformer", *TINY_DIMS, task="translation")
     _, model, _, _ = build(data_bin, *TOY)
-    fresh = model.encoder.summary_projection.weight.clone()
+    fresh = model.encoder.layers[-1].summary_projection.weight.clone()
     model.load_state_dict(plain.state_dict())
     assert torch.equal(model.encoder.embed_tokens.weight, plain.encoder.embed_tokens.weight)
-    assert torch.equal(model.encoder.summary_projection.weight, fresh)
+    assert torch.equal(model.encoder.layers[-1].summary_projection.weight, fresh)
 
 
 def test_the_stock_clis_train_it_and_translate_as_the_hub_does(toy_system, toy_plugin, data_bin, tmp_path):

@@ -173,6 +173,15 @@ def test_memory_layers_the_model_cannot_use_are_refused_by_name(data_bin):
         build(data_bin, *TINY_MODEL, "--memory-layers", "")
 
 
+@pytest.mark.parametrize("option", [["--cross-self-attention"], ["--encoder-layerdrop", "0.1"],
+                                    ["--decoder-layerdrop", "0.1"]], ids=lambda option: option[0])
+def test_layers_that_would_skip_the_memory_read_or_record_are_refused_by_name(data_bin, option):
+    """A dropped layer would neither read the memory nor record the states the update writes, and a
+    self-attention over the source too has no place for the read: refused, naming the option."""
+    with pytest.raises(OptionError, match=f"does not support {option[0]}: .* leave {option[0]} out"):
+        build(data_bin, *TINY_MODEL, *option)
+
+
 @pytest.mark.parametrize("dropout, activation_dropout", [("0.3", "0"), ("0", "0.5")])
 def test_memory_feed_forward_drops_its_inner_activation_at_activation_dropout(data_bin, dropout, activation_dropout):
     """As in fairseq's own feed-forward blocks: --activation-dropout, not --dropout, applies

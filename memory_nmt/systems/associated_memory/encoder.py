@@ -2,38 +2,31 @@
 
 The CAMN reads x', the top encoder layer's self-attention block output (``model.py`` says where
 that is in post-norm and pre-norm layers: in both, what the block hands the feed-forward block).
-fairseq's encoder layer runs its two blocks in one ``forward``; ``TwoBlockEncoderLayer`` is that
-layer (the same submodules and state-dict names, so every checkpoint loads as into fairseq's) with
-its self-attention block as a method of its own (the feed-forward block:
-``systems/layer_blocks.py``), and ``AssociatedMemoryEncoder.encode`` runs the layers itself, taking
-x' between the top layer's two blocks as a value. Both are written around fairseq's submodules and
-compute exactly what fairseq's encoder computes.
+fairseq's encoder layer runs its two blocks in one ``forward``; ``SelfAttentionRecordingLayer`` is
+that layer (the same submodules and state-dict names, so every checkpoint loads as into fairseq's),
+computed block by block (``pipeline/layer_blocks.py``), that returns the block's output as its
+record; the encoder runs the plugin's pass over its layers (``pipeline/transformer_pass.py``) and
+takes the top layer's record. Both compute exactly what fairseq's encoder computes.
 """
 from typing import Dict, List, Optional, Tuple
 
-import torch
 from fairseq.models.transformer import TransformerEncoderBase
-from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor
 
-from ..layer_blocks import feed_forward_block
+from ...pipeline.layer_blocks import AttentionMasks, ReadingEncoderLayer, feed_forward_block, self_attention_block
+from ...pipeline.transformer_pass import encoder_features
 from .context_network import ContextualAssociatedMemory
 
 
-class TwoBlockEncoderLayer(TransformerEncoderLayerBase):
-    """fairseq's encoder layer, its self-attention block and its feed-forward block called one after the other."""
+class SelfAttentionRecordingLayer(ReadingEncoderLayer):
+    """fairseq's encoder layer, recording what its self-attention block hands its feed-forward block."""
 
-    def self_attention_block(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
-        """The residual stream after the self-attention block (after its LayerNorm, post-norm)."""
-        residual = x
-        if self.normalize_before:
-            x = self.self_attn_layer_norm(x)
-        x, _ = self.self_attn(query=x, key=x, value=x, key_padding_mask=padding_mask, need_weights=False)
-        x = self.residual_connection(self.dropout_module(x), residual)
-        return x if self.normalize_before else self.self_attn_layer_norm(x)
-
-    def forward(self, x, encoder_padding_mask: Optional[Tensor]):
-        return feed_forward_block(self, self.self_attention_block(x, encoder_padding_mask))
+    def forward(self, x, encoder_padding_mask: Optional[Tensor], *, masks: Optional[AttentionMasks] = None,
+                reads=None) -> Tuple[Tensor, Tensor]:
+        if masks is not None or reads is not None:
+            raise ValueError("the associated memory's encoder layers read their sentence alone, one a row")
+        x = self_attention_block(self, x, encoder_padding_mask)
+        return feed_forward_block(self, x), x
 
 
 class AssociatedMemoryEncoder(TransformerEncoderBase):
@@ -42,7 +35,7 @@ class AssociatedMemoryEncoder(TransformerEncoderBase):
         self.context_network = ContextualAssociatedMemory(cfg)
 
     def build_encoder_layer(self, cfg):
-        return TwoBlockEncoderLayer(cfg)
+        return SelfAttentionRecordingLayer(cfg)
 
     def forward(
         self,
@@ -79,31 +72,8 @@ class AssociatedMemoryEncoder(TransformerEncoderBase):
                token_embeddings: Optional[Tensor]) -> Tuple[Dict[str, List[Tensor]], Tensor]:
         """fairseq's encoder output dict for ``src_tokens``, and the top layer's self-attention block
         output (T x B x C), x'."""
-        padding = src_tokens.eq(self.padding_idx)
-        padded = bool(padding.any())
-        x, embedding = self.forward_embedding(src_tokens, token_embeddings)
-        if padded:
-            x = x * (1 - padding.unsqueeze(-1).type_as(x))
-        x = x.transpose(0, 1)
-        states = [x] if return_all_hiddens else []
-        for layer in self.layers[:-1]:
-            x = layer(x, encoder_padding_mask=padding if padded else None)
-            states += [x] if return_all_hiddens else []
-        self_attention_output = self.layers[-1].self_attention_block(x, padding if padded else None)
-        x = feed_forward_block(self.layers[-1], self_attention_output)
-        states += [x] if return_all_hiddens else []
-        if self.layer_norm is not None:
-            x = self.layer_norm(x)
-        lengths = src_tokens.ne(self.padding_idx).sum(dim=1, dtype=torch.int32).reshape(-1, 1).contiguous()
-        return {
-            "encoder_out": [x],
-            "encoder_padding_mask": [padding],
-            "encoder_embedding": [embedding],
-            "encoder_states": states,
-            "fc_results": [None] * (len(states) - 1) if return_all_hiddens else [],
-            "src_tokens": [],
-            "src_lengths": [lengths],
-        }, self_attention_output
+        encoder_out, records = encoder_features(self, src_tokens, token_embeddings, return_all_hiddens)
+        return encoder_out, records[-1]
 
     def embed_context(self, tokens: Tensor) -> Tensor:
         """The context's embeddings (L x P x C): scaled token embeddings for the GRU, which

@@ -38,7 +38,7 @@ Decoding: the target prefix is fed once per sentence, at the first beam step, fi
 decoder's incremental state (self-attention keys and values of every prefix token; padded ones
 masked); each later step feeds one token, as fairseq does. Prefixes differ in length from row to
 row, so positions count a row's real tokens, in decoding as in training. Both steps are the
-decoder's own pass over fairseq's layers (``systems/decoder_pass.py``), which hands the layers the
+decoder's own pass over fairseq's layers (``pipeline/transformer_pass.py``), which hands the layers the
 incremental state and the positions explicitly.
 """
 from dataclasses import dataclass, field
@@ -58,7 +58,7 @@ from torch import Tensor
 
 from ...pipeline.option_ranges import OptionError, Range
 from ...pipeline.system import SentenceContext
-from ..decoder_pass import decoder_features
+from ...pipeline.transformer_pass import decoder_features
 from ..options import SystemOptions
 from ..previous_sentences import PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer
@@ -117,12 +117,13 @@ class ContextConcatDecoder(TransformerDecoderBase):
             features, extra = super().extract_features(tokens, encoder_out, None, **options)
             return self._rows_from(features, extra, prefix_lengths - 1, prev_output_tokens.size(1))
         if prev_output_tokens.size(1) == 1:  # the first step: the prefix predicts the first word
-            features, extra = decoder_features(self, prefix, prefix.size(1), encoder_out, incremental_state,
-                                               positions_count_real_tokens=True, **options)
+            features, extra, _ = decoder_features(self, prefix, prefix.size(1), encoder_out, incremental_state,
+                                                  positions_count_real_tokens=True, **options)
             return self._rows_from(features, extra, prefix_lengths - 1, 1)
         tokens = torch.cat([prefix, prev_output_tokens[:, 1:]], dim=1)
-        return decoder_features(self, tokens, 1, encoder_out, incremental_state, positions_count_real_tokens=True,
-                                **options)
+        features, extra, _ = decoder_features(self, tokens, 1, encoder_out, incremental_state,
+                                              positions_count_real_tokens=True, **options)
+        return features, extra
 
     def _after_prefix(self, prefix: Tensor, prev_output_tokens: Tensor) -> Tensor:
         """Each row's prefix, then its ``prev_output_tokens`` without their leading ``</s>``,

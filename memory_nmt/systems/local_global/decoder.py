@@ -4,7 +4,7 @@ Decoder (section 4.2): fairseq's decoder whose self-attention also reads the pre
 sentence of the chunk, Transformer-XL style, with no gradient into it (``target_context.py``).
 What it reads comes with ``encoder_out`` (``encoder.py``): the previous sentence's row in a batch
 of whole chunks, or the states carried from it (sentence by sentence). Each decoder call runs its
-layers itself (``systems/decoder_pass.py``) and hands them the previous sentence as an argument,
+layers itself (``pipeline/transformer_pass.py``) and hands them the previous sentence as an argument,
 which each layer hands its self-attention; a call over whole sentences returns what each layer's
 self-attention read (the layer's input; in pre-norm layers, that input through the layer's
 ``self_attn_layer_norm``), which the model (``model.py``) carries to the next sentence.
@@ -12,19 +12,25 @@ self-attention read (the layer's input; in pre-norm layers, that input through t
 from typing import Dict, List, Optional
 
 from fairseq.models.transformer import TransformerDecoderBase
-from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
 from ...pipeline.context_parameters import tag_context_parameters
-from ..decoder_pass import decoder_features
-from ..layer_blocks import feed_forward_block
+from ...pipeline.layer_blocks import (
+    AttentionMasks,
+    ReadingDecoderLayer,
+    feed_forward_block,
+    self_attention_block,
+    source_attention_block,
+)
+from ...pipeline.transformer_pass import decoder_features
 from .target_context import PreviousSentence, PreviousSentenceAttention
 
 
-class LocalGlobalDecoderLayer(TransformerDecoderLayerBase):
+class LocalGlobalDecoderLayer(ReadingDecoderLayer):
     """fairseq's decoder layer whose self-attention reads the previous sentence too (``reads``): its
     three blocks (self-attention, encoder attention, feed-forward) as fairseq computes them, around
-    its submodules (this architecture has none of NormFormer's scalings)."""
+    its submodules (``pipeline/layer_blocks.py``). It records nothing itself: its self-attention keeps
+    what it read in ``reads``."""
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         return PreviousSentenceAttention(embed_dim, cfg.decoder.attention_heads, cfg.attention_dropout)
@@ -32,32 +38,15 @@ class LocalGlobalDecoderLayer(TransformerDecoderLayerBase):
     def forward(self, x, encoder_out: Optional[Tensor] = None, encoder_padding_mask: Optional[Tensor] = None,
                 incremental_state=None, prev_self_attn_state=None, prev_attn_state=None,
                 self_attn_mask: Optional[Tensor] = None, self_attn_padding_mask: Optional[Tensor] = None,
-                need_attn: bool = False, need_head_weights: bool = False, *, reads: Optional[PreviousSentence] = None):
+                need_attn: bool = False, need_head_weights: bool = False, *, masks: Optional[AttentionMasks] = None,
+                reads: Optional[PreviousSentence] = None):
         if prev_self_attn_state is not None or prev_attn_state is not None:
             raise ValueError("the local+global decoder layer keeps its attention states in the incremental state")
-        residual = x
-        if self.normalize_before:
-            x = self.self_attn_layer_norm(x)
-        x, _ = self.self_attn(query=x, key=x, value=x, key_padding_mask=self_attn_padding_mask,
-                              incremental_state=incremental_state, need_weights=False, attn_mask=self_attn_mask,
-                              previous=reads)
-        x = self.residual_connection(self.dropout_module(x), residual)
-        if not self.normalize_before:
-            x = self.self_attn_layer_norm(x)
-        attention = None
-        if self.encoder_attn is not None and encoder_out is not None:
-            residual = x
-            if self.normalize_before:
-                x = self.encoder_attn_layer_norm(x)
-            x, attention = self.encoder_attn(
-                query=x, key=encoder_out, value=encoder_out, key_padding_mask=encoder_padding_mask,
-                incremental_state=incremental_state, static_kv=True,
-                need_weights=need_attn or need_head_weights or (not self.training and self.need_attn),
-                need_head_weights=need_head_weights,
-            )
-            x = self.residual_connection(self.dropout_module(x), residual)
-            if not self.normalize_before:
-                x = self.encoder_attn_layer_norm(x)
+        if masks is not None:
+            raise ValueError("the local+global decoder reads its previous sentence in the rows: it is not packed")
+        x = self_attention_block(self, x, self_attn_padding_mask, self_attn_mask, incremental_state, previous=reads)
+        x, attention = source_attention_block(self, x, encoder_out, encoder_padding_mask, incremental_state,
+                                              need_attn=need_attn, need_head_weights=need_head_weights)
         return feed_forward_block(self, x), attention, None
 
 
@@ -95,7 +84,7 @@ class LocalGlobalDecoder(TransformerDecoderBase):
             previous_rows=rows[0] if rows else None, record=incremental_state is None,
         )
         new = prev_output_tokens.size(1) if incremental_state is None else 1
-        features, extra = decoder_features(
+        features, extra, _ = decoder_features(
             self, prev_output_tokens, new, encoder_out, incremental_state, reads=previous,
             full_context_alignment=full_context_alignment, alignment_layer=alignment_layer,
             alignment_heads=alignment_heads,

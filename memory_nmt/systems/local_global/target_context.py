@@ -30,7 +30,7 @@ layer's input (``states``) for the next sentence. In incremental decoding the pr
 sentence's keys and values are computed at the first step and kept with the words' own.
 
 How it reaches the self-attention: as an argument. The decoder makes one ``PreviousSentence`` a
-call and runs its layers itself (``systems/decoder_pass.py``), handing it to each layer, which hands
+call and runs its layers itself (``pipeline/transformer_pass.py``), handing it to each layer, which hands
 it to its self-attention (``decoder.py``); nothing of one call is left for the next. In beam search
 each step is a decoder call with the ``encoder_out`` fairseq reordered with the beams, and the keys
 and values kept from the first step are reordered with the incremental state, as fairseq's are.

@@ -1,8 +1,8 @@
-"""Transformer layers that read and record the memory, and the scope through which they get it.
+"""Transformer layers that read and record the memory, which they take as an argument.
 
-A memory layer is fairseq's own encoder or decoder layer with a ``RecurrentMemory`` attached,
-read right after the self-attention block, before the encoder's feed-forward block or the
-decoder's cross-attention:
+A memory layer is fairseq's encoder or decoder layer (its submodules and state-dict names) with a
+``RecurrentMemory`` attached, read right after the self-attention block, before the encoder's
+feed-forward block or the decoder's cross-attention:
 
 - post-norm (transformer-base, the paper's): the states ``h`` after the block's layer norm are
   recorded for the memory update, and the Output Attention's read ``MHA(h, M, M)`` (its keys
@@ -18,37 +18,38 @@ computes until finetuning moves it. During beam search a decoder layer keeps its
 every step, and the beams' reorderings, in the incremental state, so that a finished
 hypothesis's states need no second pass over it (``recorded_states``).
 
-fairseq's encoder and decoder call their layers with a fixed signature, so the memory to read
-reaches the layers through a ``MemoryAccess`` that the encoder or decoder opens around one
-forward call (``open_memory_access``) and closes when the call returns; a layer called
-outside such a call fails loudly instead of reading stale memory. In a batch of packed rows
-(``pipeline/packing.py``) the access lays each row's sentences' memories side by side and
-confines each token's read to its own sentence's.
+The encoder and decoder (``model.py``) run their layers through the plugin's passes
+(``pipeline/transformer_pass.py``), which hand every memory layer the call's ``MemoryRead`` as its
+``reads`` argument; a memory layer returns the states it recorded, as its record, beside its output.
+In a batch of packed rows (``pipeline/packing.py``) the read lays each row's sentences' memories side
+by side and confines each token's read to its own sentence's; the passes hand the layers the masks
+that confine their attention (``masks``).
 """
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional, Tuple
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
 
 import torch
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
-from fairseq.modules.transformer_layer import (
-    TransformerDecoderLayerBase,
-    TransformerEncoderLayerBase,
-)
 from torch import Tensor
 
+from ...pipeline.layer_blocks import (
+    AttentionMasks,
+    ReadingDecoderLayer,
+    ReadingEncoderLayer,
+    feed_forward_block,
+    self_attention_block,
+    source_attention_block,
+)
 from ...pipeline.packing import PackedRows
 from .memory import RecurrentMemory
 
 
-@dataclass
-class MemoryAccess:
-    """The memory one encoder or decoder call reads, and the states it records for the update."""
+@dataclass(frozen=True)
+class MemoryRead:
+    """The memory one encoder or decoder call's memory layers read, by layer name."""
 
     memory: Dict[str, Tensor]
     rows: Optional[Tensor] = None  # beam search: the memory row each batch row reads
-    incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None
-    states: Dict[str, Tensor] = field(default_factory=dict)
     packed_rows: Optional[PackedRows] = None  # packed rows: the memory is each sentence's
     side: str = "source"  # of the packed rows: "source" in the encoder, "target" in the decoder
 
@@ -60,18 +61,6 @@ class MemoryAccess:
             per_row, slot_sentences = self.packed_rows.per_row(memory)
             return per_row, self.packed_rows.other_sentences(self.side, slot_sentences)
         return (memory if self.rows is None else memory.index_select(1, self.rows)), None
-
-
-@contextmanager
-def open_memory_access(layers: Iterable["MemoryLayer"], access: MemoryAccess):
-    layers = list(layers)
-    for layer in layers:
-        layer.memory_access = access
-    try:
-        yield access
-    finally:
-        for layer in layers:
-            layer.memory_access = None
 
 
 class MemoryLayer:
@@ -92,62 +81,58 @@ class MemoryLayer:
             update=cfg.memory_update,
             read_positions=cfg.memory_read_positions,
         )
-        self.memory_access: Optional[MemoryAccess] = None
-        self.self_attention_ended = False  # pre-norm: the next residual sum is the self-attention block's
-        if self.normalize_before:
-            self.self_attn.register_forward_hook(self._mark_self_attention_end)
-        else:
-            self.self_attn_layer_norm.register_forward_hook(self._read_after_layer_norm)
 
-    def _read_after_layer_norm(self, layer_norm, inputs, states: Tensor) -> Tensor:
-        """Post-norm: the hook after the self-attention block's layer norm."""
-        return states + self.read_memory(states)
-
-    def _mark_self_attention_end(self, attention, inputs, outputs):
-        self.self_attention_ended = True
-
-    def residual_connection(self, x, residual):
-        """fairseq's residual sum; in a pre-norm layer, the one ending the self-attention block
-        also adds the memory read of its normalised sum."""
-        stream = super().residual_connection(x, residual)
-        if not self.self_attention_ended:
-            return stream
-        self.self_attention_ended = False
-        return stream + self.read_memory(self.memory.read_layer_norm(stream))
-
-    def read_memory(self, states: Tensor) -> Tensor:
-        """What the memory adds after self-attention to a layer whose states there are ``states``.
-        They are recorded (in the access for the update, or, in beam search, step by step through
-        ``record_step``, which only decoder layers have: the encoder is never called with an
-        incremental state)."""
-        access = self.memory_access
-        if access is None:
-            raise RuntimeError(
-                f"{self.memory_name} was called without a memory to read; "
-                "call it through its encoder or decoder"
-            )
-        incremental_state = access.incremental_state
-        if incremental_state is None:
-            access.states[self.memory_name] = states
-        else:
+    def read_memory(self, x: Tensor, reads: MemoryRead, incremental_state=None) -> Tuple[Tensor, Tensor]:
+        """The residual stream ``x`` after the self-attention block with the memory's read added, and
+        the states ``h`` it read with (post-norm: ``x`` itself, after the block's LayerNorm; pre-norm:
+        ``x`` through the memory's ``read_layer_norm``), which the memory update writes. In beam search
+        they are also kept step by step (``record_step``, which only decoder layers have: the encoder
+        is never called with an incremental state)."""
+        states = self.memory.read_layer_norm(x) if self.normalize_before else x
+        if incremental_state is not None:
             self.record_step(states, incremental_state)
         if incremental_state is not None and self.memory.has_cached_read(incremental_state):
             memory, forbidden = None, None
         else:
-            memory, forbidden = access.memory_of(self.memory_name)
-        return self.memory.read(states, memory, incremental_state, forbidden)
+            memory, forbidden = reads.memory_of(self.memory_name)
+        return x + self.memory.read(states, memory, incremental_state, forbidden), states
 
 
-class MemoryEncoderLayer(MemoryLayer, TransformerEncoderLayerBase):
+class MemoryEncoderLayer(MemoryLayer, ReadingEncoderLayer):
     def __init__(self, cfg, name: str, memory_size: int):
         super().__init__(cfg)
         self.attach_memory(name, cfg.encoder, cfg, memory_size)
 
+    def forward(self, x, encoder_padding_mask: Optional[Tensor], *, masks: Optional[AttentionMasks] = None,
+                reads: MemoryRead) -> Tuple[Tensor, Tensor]:
+        """The layer's output and the states it recorded for the memory update."""
+        x = self_attention_block(self, x, encoder_padding_mask, masks.self_attention if masks is not None else None)
+        x, states = self.read_memory(x, reads)
+        return feed_forward_block(self, x), states
 
-class MemoryDecoderLayer(FairseqIncrementalState, MemoryLayer, TransformerDecoderLayerBase):
+
+class MemoryDecoderLayer(FairseqIncrementalState, MemoryLayer, ReadingDecoderLayer):
     def __init__(self, cfg, name: str, memory_size: int, no_encoder_attn: bool = False):
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
         self.attach_memory(name, cfg.decoder, cfg, memory_size)
+
+    def forward(self, x, encoder_out: Optional[Tensor] = None, encoder_padding_mask: Optional[Tensor] = None,
+                incremental_state=None, prev_self_attn_state=None, prev_attn_state=None,
+                self_attn_mask: Optional[Tensor] = None, self_attn_padding_mask: Optional[Tensor] = None,
+                need_attn: bool = False, need_head_weights: bool = False, *, masks: Optional[AttentionMasks] = None,
+                reads: MemoryRead) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+        """fairseq's decoder layer's output and attention, the memory read between its self-attention and
+        its attention to the source, and the states it recorded for the memory update; ``masks``, where
+        given, replace ``self_attn_mask`` and confine the attention to the source."""
+        if prev_self_attn_state is not None or prev_attn_state is not None:
+            raise ValueError("the memory decoder layer keeps its attention states in the incremental state")
+        x = self_attention_block(self, x, self_attn_padding_mask,
+                                 masks.self_attention if masks is not None else self_attn_mask, incremental_state)
+        x, states = self.read_memory(x, reads, incremental_state)
+        x, attention = source_attention_block(self, x, encoder_out, encoder_padding_mask, incremental_state,
+                                              masks.source_attention if masks is not None else None,
+                                              need_attn, need_head_weights)
+        return feed_forward_block(self, x), attention, states
 
     def record_step(self, states: Tensor, incremental_state):
         """Keeps one decoding step's states (1 x rows x C)."""

@@ -42,16 +42,17 @@ from torch.nn.utils.rnn import pad_sequence
 
 from ...pipeline.checkpoint_fit import FitsTransformerCheckpoints
 from ...pipeline.option_ranges import OptionError, Range, flag_of
+from ...pipeline.packed_attention import Confinement
 from ...pipeline.packing import PackedRows
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
+from ...pipeline.transformer_pass import decoder_features, encoder_features
 from ...pipeline.truncation import WINDOW
 from ..options import SystemOptions
 from ..sizes import small_transformer
 from .carry import MemoryCarry
-from .layers import MemoryAccess, MemoryDecoderLayer, MemoryEncoderLayer, open_memory_access
+from .layers import MemoryDecoderLayer, MemoryEncoderLayer, MemoryRead
 from .memory import MEMORY_UPDATES, NEW_SLOT_UPDATES, RecurrentMemory
-from .recomputed_layers import recompute_in_backward
 
 MEMORY_SIDES = ("both", "encoder", "decoder")
 MEMORY_GRADIENTS = ("stopped", "window")  # the paper's detached memory; attached within a training window
@@ -82,13 +83,6 @@ class _MemoryLayersMixin:
             self.layers[index] = build_layer(name)
             self.memory_layer_names.append(name)
 
-    def recompute_layers_in_backward(self, cfg):
-        """With --checkpoint-activations, every layer runs forward again in the backward pass
-        (``recomputed_layers.py``)."""
-        if cfg.checkpoint_activations:
-            for layer in self.layers:
-                recompute_in_backward(layer)
-
     def memory_layers(self):
         return [layer for layer in self.layers if isinstance(layer, (MemoryEncoderLayer, MemoryDecoderLayer))]
 
@@ -100,10 +94,16 @@ class _MemoryLayersMixin:
             return {name: unit.initial(lanes) for name, unit in self.memory_units().items()}
         return memory
 
+    def recorded_by_name(self, records: List[Optional[Tensor]]) -> Dict[str, Tensor]:
+        """The states each memory layer recorded, from the pass's records of every layer (None from
+        the layers without memory)."""
+        return {layer.memory_name: record for layer, record in zip(self.layers, records) if record is not None}
+
 
 def without_fairseqs_checkpointing(cfg):
     """``cfg`` for fairseq to build the layers with: without --checkpoint-activations, which this
-    model does its own way (``recomputed_layers.py``)."""
+    model's passes do (``pipeline/transformer_pass.py``: each layer's call, with its memory and masks,
+    is recomputed in the backward pass)."""
     cfg = copy.copy(cfg)
     cfg.checkpoint_activations = False
     return cfg
@@ -115,7 +115,7 @@ class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBa
         self.replace_memory_layers(
             "encoder", lambda name: MemoryEncoderLayer(cfg, name, cfg.memory_size), cfg
         )
-        self.recompute_layers_in_backward(cfg)
+        self.recomputes_layers = cfg.checkpoint_activations
 
     def forward(
         self,
@@ -126,7 +126,7 @@ class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBa
         memory: Optional[Dict[str, Tensor]] = None,
         packed_rows: Optional[PackedRows] = None,
     ):
-        """fairseq's encoder forward, reading ``memory`` (all layers' memory, both sides; one
+        """fairseq's encoder output, reading ``memory`` (all layers' memory, both sides; one
         memory a sentence, of the sentences ``packed_rows`` lays out several to a row where given,
         ``pipeline/packing.py``).
 
@@ -136,14 +136,14 @@ class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBa
         states, for the memory update) and ``packed_rows`` (``[packed_rows]``, or ``[]``).
         """
         sentences = packed_rows.sentences if packed_rows is not None else src_tokens.size(0)
-        access = MemoryAccess(self.memory_to_read(memory, sentences), packed_rows=packed_rows, side="source")
-        with open_memory_access(self.memory_layers(), access):
-            encoder_out = super().forward(
-                src_tokens, src_lengths, return_all_hiddens, token_embeddings
-            )
+        reads = MemoryRead(self.memory_to_read(memory, sentences), packed_rows=packed_rows, side="source")
+        encoder_out, records = encoder_features(
+            self, src_tokens, token_embeddings, return_all_hiddens, reads=reads, recompute=self.recomputes_layers,
+            confinement=None if packed_rows is None else Confinement(packed_rows),
+        )
         encoder_out["memory"] = [] if memory is None else [memory]
         encoder_out["memory_rows"] = []
-        encoder_out["memory_states"] = [access.states]
+        encoder_out["memory_states"] = [self.recorded_by_name(records)]
         encoder_out["packed_rows"] = [] if packed_rows is None else [packed_rows]
         return encoder_out
 
@@ -169,7 +169,7 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
             lambda name: MemoryDecoderLayer(cfg, name, cfg.memory_size, no_encoder_attn),
             cfg,
         )
-        self.recompute_layers_in_backward(cfg)
+        self.recomputes_layers = cfg.checkpoint_activations
 
     def extract_features(
         self,
@@ -190,26 +190,23 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
         packed = encoder_out.get("packed_rows") if encoder_out is not None else None
         packed_rows = packed[0] if packed else None
         sentences = packed_rows.sentences if packed_rows is not None else prev_output_tokens.size(0)
-        access = MemoryAccess(
+        reads = MemoryRead(
             self.memory_to_read(memory[0] if memory else None, sentences),
             rows=rows[0] if rows else None,
-            incremental_state=incremental_state,
             packed_rows=packed_rows,
             side="target",
         )
-        with open_memory_access(self.memory_layers(), access):
-            features, extra = super().extract_features(
-                prev_output_tokens,
-                encoder_out,
-                incremental_state=incremental_state,
-                full_context_alignment=full_context_alignment,
-                alignment_layer=alignment_layer,
-                alignment_heads=alignment_heads,
-            )
+        new = prev_output_tokens.size(1) if incremental_state is None else 1
+        features, extra, records = decoder_features(
+            self, prev_output_tokens, new, encoder_out, incremental_state, reads=reads,
+            full_context_alignment=full_context_alignment, alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads, recompute=self.recomputes_layers,
+            confinement=None if packed_rows is None else Confinement(packed_rows),
+        )
         if incremental_state is None:
             padding_mask = prev_output_tokens.eq(self.padding_idx)
-            extra["memory_states"] = access.states
-            extra["memory_padding_mask"] = {name: padding_mask for name in access.states}
+            extra["memory_states"] = self.recorded_by_name(records)
+            extra["memory_padding_mask"] = {name: padding_mask for name in extra["memory_states"]}
         return features, extra
 
     def recorded_states(self, incremental_state, rows: Tensor) -> Dict[str, Tensor]:
@@ -474,6 +471,15 @@ class RecurrentMemoryOptions(SystemOptions):
         for side in ("encoder", "decoder"):
             if args.memory_sides in ("both", side):
                 memory_layer_indices(args.memory_layers, getattr(args, f"{side}_layers"))
+        for flag, given in (("--cross-self-attention", getattr(args, "cross_self_attention", False)),
+                            ("--encoder-layerdrop", getattr(args, "encoder_layerdrop", 0) > 0),
+                            ("--decoder-layerdrop", getattr(args, "decoder_layerdrop", 0) > 0)):
+            if given:
+                raise OptionError(
+                    f"transformer_recurrent_memory does not support {flag}: each memory layer reads the memory "
+                    "after its own self-attention and records, every sentence, the states the update writes; "
+                    f"leave {flag} out"
+                )
         if getattr(args, "offload_activations", False):
             raise OptionError(
                 "transformer_recurrent_memory does not support --offload-activations (fairseq's reentrant "
