@@ -28,11 +28,12 @@ into "please ensure that the architectures match"): a run never resumes from one
 start this model only where they fit as a plain transformer's would (a concatenation model's do).
 A refusal names both systems and the first parameter that differs.
 """
+import ast
 import logging
 import os
 import re
 from collections import defaultdict
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional
 
 import torch
 from fairseq.models import ARCH_MODEL_REGISTRY
@@ -45,6 +46,7 @@ from .checkpoint_languages import training_start
 from .context_parameters import context_modules, is_context_parameter
 from .errors import InputError
 from .option_ranges import flag_of
+from .task_config import from_the_run
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +85,13 @@ class CheckpointMismatchError(InputError):
 class FitsTransformerCheckpoints:
     """Mixed into a system's model: ``load_state_dict`` fits the checkpoint as described above."""
 
-    overridden_options: Tuple[str, ...] = ()  # what --model-overrides changed when it was built (the task's)
+    @classmethod
+    def build_model(cls, args, task):
+        """The model, knowing the options the run's ``--model-overrides`` changes (where its
+        checkpoint does not fit, they may be why)."""
+        model = super().build_model(args, task)
+        model.overridden_options = tuple(ast.literal_eval(from_the_run(task.cfg, "model_overrides") or "{}"))
+        return model
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         """Load a checkpoint: the context parameters a plain transformer's lacks keep their

@@ -21,7 +21,6 @@ sentences the data chooses (``chosen_context.py``) gets every split's batches fr
 for the run's ``--seed`` and the epoch. fairseq's precision options are checked as fairseq-train
 builds the model, and named where decoding does not use them (``precision.py``).
 """
-import ast
 import logging
 import os
 from contextlib import nullcontext
@@ -121,8 +120,6 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
                 check_split(self.regime.context_choice, dataset)
         self.interactive.chunk_sentences = self.regime.chunk_sentences
         self.trains_its_model = not from_checkpoint
-        if from_checkpoint:
-            model.overridden_options = tuple(ast.literal_eval(from_the_run(self.cfg, "model_overrides") or "{}"))
         if self.trains_its_model:
             check_training_precision(run_precision(self.cfg))
             check_used(self.cfg, DocumentTranslationConfig, self.regime)
