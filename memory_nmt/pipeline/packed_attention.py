@@ -27,6 +27,7 @@ from torch import Tensor
 
 from .layer_blocks import AttentionMasks
 from .packing import PackedRows
+from .system import unwrapped
 from .transformer_pass import decoder_features, encoder_features
 
 POSITIONS = (SinusoidalPositionalEmbedding, LearnedPositionalEmbedding)
@@ -58,13 +59,6 @@ def why_not_confinable(model) -> Optional[str]:
     if model.decoder.cross_self_attention:
         return "its decoder's self-attention reads the source (--cross-self-attention)"
     return None
-
-
-def unwrapped(model):
-    """The model inside fairseq's data-parallel wrappers (each holds the next in ``module``)."""
-    while not hasattr(model, "encoder") and hasattr(model, "module"):
-        model = model.module
-    return model
 
 
 class Confinement:

@@ -264,12 +264,18 @@ def carry_of_rows(
     return stacked.rows(torch.cat([continuing, starting]).argsort())
 
 
+def unwrapped(model):
+    """The model inside fairseq's data-parallel wrappers (each holds the next in ``module``)."""
+    while not isinstance(model, FairseqEncoderDecoderModel) and hasattr(model, "module"):
+        model = model.module
+    return model
+
+
 def document_system(model):
     """The system of ``model``: itself for a ``DocumentSystem``, else a ``SentenceLevel`` one.
-    fairseq's data-parallel wrappers are looked through (their ``module``); forward passes
-    still go through the wrapper."""
-    while not isinstance(model, (DocumentSystem, FairseqEncoderDecoderModel)) and hasattr(model, "module"):
-        model = model.module
+    fairseq's data-parallel wrappers are looked through; forward passes still go through the
+    wrapper."""
+    model = unwrapped(model)
     if isinstance(model, DocumentSystem):
         return model
     if isinstance(model, FairseqEncoderDecoderModel):
