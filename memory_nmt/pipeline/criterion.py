@@ -25,7 +25,7 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, Optional
 
 import torch
 from fairseq import metrics, utils
@@ -141,10 +141,13 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         self.recompute_across_windows = gradient_across_windows == "recompute"
         self.max_graph_tokens = max_graph_tokens
         self.gradient_described = False  # logged at the first window whose carry has differentiable states
+        self.optimization_window: Optional[str] = None  # the task's, where it trains a carry in lanes
 
-    def refuse_windows_that_cut_every_gradient(self, window: str):
-        """``drop`` with windows of one sentence step would keep every loss from the sentences
-        before it, as ``--gradient-reach 0`` says openly: refused (the task calls this in lanes)."""
+    def train_in_windows(self, window: str):
+        """Train a carry in lanes in the task's ``--optimization-window`` (the task calls this), which the
+        log of what a loss reaches names. ``drop`` with windows of one sentence step would keep every loss
+        from the sentences before it, as ``--gradient-reach 0`` says openly: refused."""
+        self.optimization_window = window
         if not self.recompute_across_windows and drop_cuts_every_gradient(parse_window(window), self.gradient_reach):
             raise OptionError(
                 f"--gradient-across-windows drop (the default) with --optimization-window {window}: every "
@@ -158,7 +161,7 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         ``carried``: how far the system's carry connects a loss (``SystemHooks.carried_gradient``)."""
         if self.gradient_reach == 0:
             return "none (--gradient-reach 0): each sentence is trained on its own loss"
-        window = self.task.cfg.optimization_window
+        window = self.optimization_window
         if self.gradient_reach == WINDOW:
             before = ("the window before's last sentence step, recomputed" if self.recompute_across_windows
                       else "nothing before its window (--gradient-across-windows drop)")
@@ -189,27 +192,31 @@ class DocumentLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriter
         return self.forward_window(model, [batch])
 
     def train_on(self, model, batch: DocumentBatch, backward: Callable, stateless: bool = False,
-                 loss_scale: float = 1.0):
+                 loss_scale: float = 1.0, samples_before: Optional[Callable[[Any], List[dict]]] = None):
         """One update's batch trained on (``forward_window``, ``forward_sentences``); a window that
         goes on with a group whose carry is not held (training resumed inside it) first rebuilds
-        the carry (``rebuild_carry_after_resume``)."""
+        the carry from ``samples_before`` (``rebuild_carry_after_resume``)."""
         if isinstance(batch, SentencesBatch):
             return self.forward_sentences(model, batch, backward)
         steps = steps_in(batch)
         if not stateless:
-            self.rebuild_carry_after_resume(model, steps[0].position)
+            self.rebuild_carry_after_resume(model, steps[0].position, samples_before)
         return self.forward_window(model, steps, backward=backward, stateless=stateless, loss_scale=loss_scale)
 
-    def rebuild_carry_after_resume(self, model, position):
+    def rebuild_carry_after_resume(self, model, position, samples_before: Optional[Callable[[Any], List[dict]]]):
         """Training resumed from a checkpoint saved inside a group (fairseq restores the data
         order, not what the lanes carry): replay the group's earlier sentence steps (those of the
-        documents its lanes hold, where lanes refill; the task's plan gives them), forward only
-        and with the current weights, so its documents continue with their context."""
+        documents its lanes hold, where lanes refill: ``samples_before(position)``, the task's plan
+        gives them), forward only and with the current weights, so its documents continue with their
+        context."""
         if position.step == 0 or self.carries.holds(position.stream):
             return
+        if samples_before is None:
+            raise ValueError(f"a window at step {position.step} of group {position.group} goes on with a carry "
+                             "not held, and no samples_before to rebuild it from")
         device = next(model.parameters()).device
         earlier = [read_sample(utils.apply_to_sample(lambda t: t.to(device), sample))
-                   for sample in self.task.planned_samples_before(position)]
+                   for sample in samples_before(position)]
         first = earlier[0].position.step
         logger.info(
             "resuming inside group %d: replaying %s to rebuild what its lanes carry", position.group,

@@ -139,7 +139,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         if self.trains_its_model:
             check_used(cfg, DocumentLabelSmoothedCrossEntropyConfig, self.regime)
             if self.regime.unit == "lanes" and self.regime.carries_states:
-                criterion.refuse_windows_that_cut_every_gradient(self.cfg.optimization_window)
+                criterion.train_in_windows(self.cfg.optimization_window)
         self.criterion_training_options = {name: getattr(cfg, name) for name in CRITERION_TRAINING_OPTIONS}
         return criterion
 
@@ -219,7 +219,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         with precision:
             return criterion.train_on(
                 model, read_sample(sample), backward=backward, stateless=ignore_grad,
-                loss_scale=loss_scale_of(optimizer),
+                loss_scale=loss_scale_of(optimizer), samples_before=self.planned_samples_before,
             )
 
     def planned_samples_before(self, position) -> List[dict]:

@@ -413,7 +413,7 @@ def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin, rows, p
     resumed_task, _, resumed_criterion, _ = build(data_bin, *TINY_MODEL, *options)
     batches(resumed_task, "train", max_tokens=60)  # the resumed run plans the same epoch
     assert not resumed_criterion.carries.holds(target.stream)
-    resumed_criterion.rebuild_carry_after_resume(model, target)
+    resumed_criterion.rebuild_carry_after_resume(model, target, resumed_task.planned_samples_before)
     rebuilt = resumed_criterion.carries.get(target)
     assert torch.equal(walked.lanes, rebuilt.lanes)
     for name in walked.memory:
