@@ -57,6 +57,7 @@ from memory_nmt_tools.text_files import TextFileError
 from .chosen_context import ChosenSentences, ContextChoice, choose
 from .chunks import chunk_inputs, cut_into_chunks
 from .errors import InputError
+from .option_ranges import OptionError
 from .packing import collate_packed
 from .samples import lane_pass, lane_step_sample
 
@@ -134,7 +135,7 @@ def parse_window(spec: str) -> Tuple[Optional[int], Optional[int]]:
     match = re.fullmatch(r"(\d+)(?:-(\d+))?", spec)
     low, high = (int(match[1]), int(match[2] or match[1])) if match else (0, 0)
     if not match or low < 1 or high < low:
-        raise DocumentDataError(
+        raise OptionError(
             f"--optimization-window {spec!r}: give 'full', a number of sentence steps "
             "such as 4, or a range such as 1-8"
         )
@@ -289,7 +290,7 @@ class DocumentDataset(FairseqDataset):
     @staticmethod
     def require_a_batch_size(max_tokens: Optional[int], max_sentences: Optional[int]):
         if max_tokens is None and max_sentences is None:
-            raise DocumentDataError("give --max-tokens or --batch-size to size the batches")
+            raise OptionError("give --max-tokens or --batch-size to size the batches")
 
     def refuse_wider_than(self, max_tokens: Optional[int], document: Document, tokens: Sequence[int], context: Tuple[int, int]):
         """Refuse a sentence of ``document`` whose ``tokens`` (with ``context``) exceed ``max_tokens``."""

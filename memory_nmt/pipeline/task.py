@@ -37,14 +37,14 @@ from .checkpoint_fit import TRAINING_START, check_training_start
 from .checkpoint_languages import checkpoints_loaded, take_checkpoint_languages
 from .chosen_context import check_split
 from .criterion import DocumentLabelSmoothedCrossEntropyConfig, DocumentLabelSmoothedCrossEntropyCriterion
-from .data import DocumentDataError, DocumentDataset, read_docids
+from .data import DocumentDataset, read_docids
 from .dictionary_fingerprints import DICTIONARIES, check_trained_with, fingerprints
 from .document_task import TranslatesDocuments
 from .errors import UnsupportedOptionError
 from .generator import DocumentSequenceGenerator
 from .interactive import InteractiveLines, InteractiveSession, Placement, empty_translation
 from .language_tokens import LanguageTokens
-from .option_ranges import add_with_ranges, check_ranges
+from .option_ranges import OptionError, add_with_ranges, check_ranges
 from .planners import EpochRequest, PlannedEpoch
 from .precision import check_training_precision, loss_scale_of, run_precision, warn_of_decoding_precision
 from .regime import Regime
@@ -131,7 +131,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
     def build_criterion(self, cfg):
         criterion = super().build_criterion(cfg)
         if not isinstance(criterion, DocumentLabelSmoothedCrossEntropyCriterion):
-            raise DocumentDataError(
+            raise OptionError(
                 "the document_translation task trains with "
                 "--criterion document_label_smoothed_cross_entropy, which carries each "
                 "document's context from sentence to sentence"
