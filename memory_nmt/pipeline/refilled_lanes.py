@@ -204,8 +204,8 @@ class RefilledLanes:
                 order = [dataset.documents[i] for i in np.random.permutation(sorted(indices))]
                 lanes = most_lanes(order, widths, layout, request.max_sentences)
                 steps = [
-                    step for group, streams in enumerate(fill_lanes(order, lanes))
-                    for step in stream_steps(dataset.stream, group, streams, widths, layout)
+                    step for group, lanes_documents in enumerate(fill_lanes(order, lanes))
+                    for step in group_steps(dataset.stream, group, lanes_documents, widths, layout)
                 ]
                 if shard == request.shard_id == 0 and request.epoch == 1:
                     warn_of_starved_steps(steps, lanes, order)
@@ -236,9 +236,9 @@ def warn_of_starved_steps(steps: Sequence[SentenceStep], lanes: int, documents: 
 
 
 def fill_lanes(documents: Sequence[Document], lanes: int) -> List[List[List[Document]]]:
-    """``documents`` dealt to groups of ``lanes`` streams, none longer than the longest document:
-    the stream with the fewest sentences takes the first document, in the order given, that still
-    fits it; a group ends when none does."""
+    """``documents`` dealt to groups of ``lanes`` lanes, each lane's documents one after the other and
+    none longer than the longest document: the lane with the fewest sentences takes the first document,
+    in the order given, that still fits it; a group ends when none does."""
     room = max(document.length for document in documents)
     waiting: Dict[int, deque] = defaultdict(deque)  # length -> places in ``documents``, in order
     for place, document in enumerate(documents):
@@ -246,7 +246,7 @@ def fill_lanes(documents: Sequence[Document], lanes: int) -> List[List[List[Docu
     lengths = sorted(waiting)
     groups = []
     while any(waiting.values()):
-        streams: List[List[Document]] = [[] for _ in range(lanes)]
+        lanes_documents: List[List[Document]] = [[] for _ in range(lanes)]
         totals = [0] * lanes
         while True:
             lane = min(range(lanes), key=lambda l: (totals[l], l))
@@ -255,23 +255,24 @@ def fill_lanes(documents: Sequence[Document], lanes: int) -> List[List[List[Docu
                 break
             document = documents[min(heads)]
             waiting[document.length].popleft()
-            streams[lane].append(document)
+            lanes_documents[lane].append(document)
             totals[lane] += document.length
-        groups.append([stream for stream in streams if stream])
+        groups.append([documents_of_lane for documents_of_lane in lanes_documents if documents_of_lane])
     return groups
 
 
-def rows_of(streams: List[List[Document]], widths: Widths) -> List[List[Tuple[int, bool, int]]]:
+def rows_of(lanes_documents: List[List[Document]], widths: Widths) -> List[List[Tuple[int, bool, int]]]:
     """Each lane's rows, step by step: (sentence index, continues its document, width)."""
     return [
-        [(document.first + t, t > 0, widths[document][t]) for document in stream for t in range(document.length)]
-        for stream in streams
+        [(document.first + t, t > 0, widths[document][t]) for document in documents for t in range(document.length)]
+        for documents in lanes_documents
     ]
 
 
-def stream_steps(stream: str, group: int, streams: List[List[Document]], widths: Widths, layout) -> List[SentenceStep]:
-    """The steps of one group of refilled lanes: step s holds each lane's s-th sentence."""
-    lanes = rows_of(streams, widths)
+def group_steps(stream: str, group: int, lanes_documents: List[List[Document]], widths: Widths,
+                layout) -> List[SentenceStep]:
+    """The steps of one group of refilled lanes of split ``stream``: step s holds each lane's s-th sentence."""
+    lanes = rows_of(lanes_documents, widths)
     length = max(len(rows) for rows in lanes)
     steps = []
     for s in range(length):
@@ -291,8 +292,8 @@ def fits(documents: Sequence[Document], lanes: int, widths: Widths, layout) -> b
     """Whether every step of ``documents`` dealt to ``lanes`` lanes fits ``layout``'s --max-tokens."""
     if layout.max_tokens is None:
         return True
-    for streams in fill_lanes(documents, lanes):
-        rows = rows_of(streams, widths)
+    for lanes_documents in fill_lanes(documents, lanes):
+        rows = rows_of(lanes_documents, widths)
         for s in range(max(len(lane) for lane in rows)):
             if layout.passes([lane[s][2] for lane in rows if s < len(lane)]) is None:
                 return False
