@@ -33,7 +33,7 @@ import logging
 import os
 import re
 from collections import defaultdict
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 from fairseq.models import ARCH_MODEL_REGISTRY
@@ -84,6 +84,8 @@ class CheckpointMismatchError(InputError):
 
 class FitsTransformerCheckpoints:
     """Mixed into a system's model: ``load_state_dict`` fits the checkpoint as described above."""
+
+    overridden_options: Tuple[str, ...] = ()  # what --model-overrides changed (``build_model``)
 
     @classmethod
     def build_model(cls, args, task):

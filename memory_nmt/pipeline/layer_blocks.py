@@ -32,13 +32,27 @@ class AttentionMasks:
 
 
 class ReadingEncoderLayer(TransformerEncoderLayerBase):
-    """An encoder layer of the plugin's own: ``forward(x, encoder_padding_mask, *, masks, reads)``
-    returns the layer's output and what it records of the sentence (None where nothing)."""
+    """An encoder layer of the plugin's own, which its subclass's ``forward`` computes."""
+
+    def forward(self, x: Tensor, encoder_padding_mask: Optional[Tensor], *, masks: Optional[AttentionMasks] = None,
+                reads: Any = None) -> Tuple[Tensor, Any]:
+        """The layer's output for ``x`` and what it records of the sentence (None where nothing),
+        attending under ``masks`` where given and reading ``reads``."""
+        raise NotImplementedError
 
 
 class ReadingDecoderLayer(TransformerDecoderLayerBase):
-    """A decoder layer of the plugin's own: fairseq's ``forward`` arguments, and ``masks`` and
-    ``reads`` by keyword; returns the output, the attention and what it records (None where nothing)."""
+    """A decoder layer of the plugin's own, which its subclass's ``forward`` computes."""
+
+    def forward(self, x: Tensor, encoder_out: Optional[Tensor] = None, encoder_padding_mask: Optional[Tensor] = None,
+                incremental_state=None, prev_self_attn_state=None, prev_attn_state=None,
+                self_attn_mask: Optional[Tensor] = None, self_attn_padding_mask: Optional[Tensor] = None,
+                need_attn: bool = False, need_head_weights: bool = False, *, masks: Optional[AttentionMasks] = None,
+                reads: Any = None) -> Tuple[Tensor, Optional[Tensor], Any]:
+        """fairseq's decoder layer's arguments, and ``masks`` (which replace ``self_attn_mask`` where
+        given) and ``reads``: the output, the attention weights where asked for, and what the layer
+        records of the sentence (None where nothing)."""
+        raise NotImplementedError
 
 
 def self_attention_block(layer, x: Tensor, padding: Optional[Tensor], mask: Optional[Tensor] = None,
@@ -56,7 +70,7 @@ def self_attention_block(layer, x: Tensor, padding: Optional[Tensor], mask: Opti
 
 
 def source_attention_block(layer, x: Tensor, encoded: Optional[Tensor], encoded_padding: Optional[Tensor],
-                           incremental_state=None, mask: Optional[Tensor] = None, need_attn: bool = False,
+                           mask: Optional[Tensor] = None, incremental_state=None, need_attn: bool = False,
                            need_head_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
     """The residual stream after a decoder ``layer``'s attention to the source ``encoded`` (none without
     one), and the attention weights where asked for. With ``mask`` (packed rows, whole sentences) the
@@ -113,6 +127,6 @@ def decoder_layer_output(layer, x: Tensor, encoded: Optional[Tensor], encoded_pa
         x, attention, _ = layer(x, encoded, encoded_padding, incremental_state, **arguments)
         return x, attention, None
     x = self_attention_block(layer, x, self_attn_padding_mask, masks.self_attention, incremental_state)
-    x, attention = source_attention_block(layer, x, encoded, encoded_padding, incremental_state,
-                                          masks.source_attention, need_attn, need_head_weights)
+    x, attention = source_attention_block(layer, x, encoded, encoded_padding, masks.source_attention,
+                                          incremental_state, need_attn, need_head_weights)
     return feed_forward_block(layer, x), attention, None

@@ -1,4 +1,4 @@
-"""Each sentence of packed rows (``packing.py``) attending only to itself, in any fairseq transformer.
+"""Each sentence of packed rows (``packing.py``) attending only to itself, in fairseq's transformer and the plugin's systems.
 
 fairseq's transformer layers attend over a whole row and number positions along it. For a batch of
 packed rows to compute what its sentences padded one a row compute, a ``Confinement`` of the rows,
@@ -13,14 +13,16 @@ handed to the encoder's and decoder's passes (``transformer_pass.py``) as an arg
 A system of the plugin's runs those passes itself and confines what its layers read besides
 (a memory's read, ``systems/recurrent_memory``); fairseq's own model, whose forward takes no
 packing, is run by ``packed_forward`` (fairseq's ``transformer`` and mBART's layers train on
-packed rows too). Layers that fairseq's ``--checkpoint-activations`` wraps run their own forward
-again in the backward pass, which the passes do not reach: such a model trains one sentence a row
-(``why_not_confinable``); the memory model recomputes its layers through the passes, with the masks.
+packed rows too) where its passes and layers are fairseq's own (``why_not_confinable``). fairseq's
+``--checkpoint-activations`` recomputes a layer by wrapping its ``forward``, which a confined pass
+computes block by block without calling: such a model trains one sentence a row; the memory model
+recomputes its layers' calls through the passes, masks included.
 """
 from typing import Dict, Optional, Tuple
 
 import torch.nn.functional as F
-from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase
+from fairseq.models.bart import BARTModel
+from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase, TransformerModelBase
 from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from torch import Tensor
@@ -31,16 +33,22 @@ from .system import unwrapped
 from .transformer_pass import decoder_features, encoder_features
 
 POSITIONS = (SinusoidalPositionalEmbedding, LearnedPositionalEmbedding)
-PASSES = {"encoder": "forward", "decoder": "extract_features"}  # fairseq's, which ``transformer_pass.py`` computes
+# fairseq's methods that ``packed_forward`` computes in its own words (``transformer_pass.py``)
+PASSES = {"encoder": ("forward", "forward_embedding"), "decoder": ("forward", "extract_features")}
+# fairseq's model passes that run the encoder, then the decoder, which ``packed_forward`` does in their stead
+MODEL_PASSES = (TransformerModelBase.forward, BARTModel.forward)
 
 
 def why_not_confinable(model) -> Optional[str]:
-    """Why the attention of ``model`` (a fairseq encoder-decoder model, or a data-parallel wrapper
-    around one) cannot be confined to packed sentences, or None when it can: its encoder and decoder
-    must be fairseq's transformer's (their passes not overridden), of fairseq's transformer layers, none of them run forward again
-    in the backward pass by fairseq's ``--checkpoint-activations``, its positions sinusoidal or
-    learned, and its decoder's self-attention not reading the source (``--cross-self-attention``)."""
+    """Why ``model`` (fairseq's encoder-decoder model, or a data-parallel wrapper around one) cannot be
+    run on packed sentences by ``packed_forward``, or None when it can: its encoder and decoder must be
+    fairseq's transformer's, the model's, their passes and their layers' forward fairseq's own
+    (``packed_forward`` computes them), none of the layers wrapped by fairseq's
+    ``--checkpoint-activations``, its positions sinusoidal or learned, and its decoder's
+    self-attention not reading the source (``--cross-self-attention``)."""
     model = unwrapped(model)
+    if type(model).forward not in MODEL_PASSES:
+        return f"{type(model).__name__} computes its own forward"
     for side, part_type, layer_type in (("encoder", TransformerEncoderBase, TransformerEncoderLayerBase),
                                         ("decoder", TransformerDecoderBase, TransformerDecoderLayerBase)):
         part = getattr(model, side, None)
@@ -48,11 +56,15 @@ def why_not_confinable(model) -> Optional[str]:
         if not isinstance(part, part_type) or layers is None or not all(isinstance(layer, layer_type)
                                                                          for layer in layers):
             return f"its {side} is not made of fairseq's transformer layers"
-        if getattr(type(part), PASSES[side]) is not getattr(part_type, PASSES[side]):
-            return f"its {side} computes its own {PASSES[side]}"
+        overridden = next((name for name in PASSES[side] if getattr(type(part), name) is not getattr(part_type, name)),
+                          None)
+        if overridden is not None:
+            return f"its {side} computes its own {overridden}"
+        if any(type(layer).forward is not layer_type.forward for layer in layers):
+            return f"its {side}'s layers compute their own forward"
         if any(hasattr(layer, "precheckpoint_forward") for layer in layers):  # fairseq's checkpoint_wrapper
-            return (f"its {side}'s layers run forward again in the backward pass, without the masks "
-                    "(fairseq's --checkpoint-activations)")
+            return (f"its {side}'s layers are recomputed in the backward pass by fairseq's "
+                    "--checkpoint-activations, through the forward a packed pass does not call")
         positions = getattr(part, "embed_positions", None)
         if positions is not None and not isinstance(positions, POSITIONS):
             return f"its {side}'s positions are a {type(positions).__name__}"
@@ -89,13 +101,15 @@ class Confinement:
                               None if source_heads is None else self._per_head("target to source", source_heads))
 
     def _per_head(self, attention: str, heads: int) -> Tensor:
+        """The mask of ``attention`` ("source", "target" or "target to source"), per row and head."""
         key = (attention, heads)
         if key not in self._masks:
-            forbidden = {
-                "source": lambda: self.rows.other_sentences("source", "source"),
-                "target": lambda: self.rows.other_sentences("target", "target", causal=True),
-                "target to source": lambda: self.rows.other_sentences("target", "source"),
-            }[attention]()
+            if attention == "source":
+                forbidden = self.rows.other_sentences("source", "source")
+            elif attention == "target":
+                forbidden = self.rows.other_sentences("target", "target", causal=True)
+            else:
+                forbidden = self.rows.other_sentences("target", "source")
             self._masks[key] = forbidden.repeat_interleave(heads, dim=0)
         return self._masks[key]
 

@@ -33,7 +33,7 @@ from .carry import Carry
 from .chosen_context import without_chosen
 from .packed_attention import packed_forward
 from .packing import PackedRows
-from .system import SentenceContext, carry_of_rows, document_system
+from .system import SentenceContext, SentenceLevel, carry_of_rows, document_system
 
 
 @dataclass
@@ -75,7 +75,7 @@ def teacher_forced_step(
         carry = carry_of_rows(system, carry, lanes, continues, net_input)
         context = system.sentence_context(carry, net_input, target_room=target.size(1) - 1)
     with record_function("forward"):
-        if packed_rows is not None and not system.reads_context:
+        if packed_rows is not None and isinstance(system, SentenceLevel):
             net_output = packed_forward(model, net_input, packed_rows, features_only)
         else:
             layout = {} if packed_rows is None else {"packed_rows": packed_rows}

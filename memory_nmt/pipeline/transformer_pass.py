@@ -94,18 +94,20 @@ def decoder_features(decoder, tokens: Tensor, new: int, encoder_out: Optional[Di
     ``incremental_state`` (and keep the new ones' there too); the new tokens attend to their row's
     earlier ones and, without an incremental state or where they are several, not to the later ones
     (unless ``full_context_alignment``)."""
+    if confinement is not None and (incremental_state is not None or new != tokens.size(1)):
+        raise ValueError("packed rows are whole sentences: decode them one a row")
     positions = None
     if decoder.embed_positions is not None and confinement is None:
         state = None if positions_count_real_tokens else incremental_state
         positions = decoder.embed_positions(tokens, incremental_state=state)[:, -new:]
     tokens = tokens[:, -new:].contiguous()
     x = decoder.embed_scale * decoder.embed_tokens(tokens)
+    if decoder.embed_positions is not None and confinement is not None:
+        positions = confinement.positions(decoder.embed_positions, "target", x)
     if decoder.quant_noise is not None:
         x = decoder.quant_noise(x)
     if decoder.project_in_dim is not None:
         x = decoder.project_in_dim(x)
-    if decoder.embed_positions is not None and confinement is not None:
-        positions = confinement.positions(decoder.embed_positions, "target", x)
     if positions is not None:
         x += positions
     if decoder.layernorm_embedding is not None:

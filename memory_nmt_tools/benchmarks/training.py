@@ -79,7 +79,7 @@ from fairseq_cli import preprocess
 
 from memory_nmt.pipeline.data import DocumentDataError, parse_window
 from memory_nmt.pipeline.errors import InputError
-from memory_nmt.pipeline.option_ranges import refusing_unreadable
+from memory_nmt.pipeline.option_ranges import OptionError, refusing_unreadable
 from memory_nmt.pipeline.samples import passes_in, read_sample
 from memory_nmt.pipeline.task_config import DEFAULT_WINDOW, LANE_ROWS, DocumentTranslationConfig
 from memory_nmt.pipeline.truncation import (
@@ -215,7 +215,7 @@ def parse_args(argv=None):
         parser.error("--fp16 and --bf16 need --device cuda")
     try:
         args.window = parse_window(args.optimization_window)
-    except DocumentDataError as error:
+    except OptionError as error:
         parser.error(str(error))
     unknown = [name for name in args.systems if name not in OTHER_SYSTEMS]
     if unknown:

@@ -12,6 +12,7 @@ from fairseq import utils
 
 from conftest import CONCAT, TINY_MODEL, batches, build
 from memory_nmt.pipeline.data import DocumentDataError, parse_window, read_docids
+from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.packing import deal_to_rows, pack, padded_tokens
 from memory_nmt.pipeline.refilled_lanes import OneSentenceARow, SentencesPacked, forward_passes
 
@@ -131,7 +132,7 @@ def test_full_window_and_a_new_dealing_every_epoch(data_bin):
     order = lambda windows: [s["id"].tolist() for w in windows for s in w]  # noqa: E731
     assert sorted(sum(order(epoch1), [])) == sorted(sum(order(epoch2), [])) and order(epoch1) != order(epoch2)
     assert parse_window("full") == (None, None)
-    with pytest.raises(DocumentDataError, match="--optimization-window"):
+    with pytest.raises(OptionError, match="--optimization-window"):
         parse_window("3-1")
 
 

@@ -10,6 +10,7 @@ import torch
 
 from conftest import TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
 from memory_nmt.pipeline.carry import CarryStore
+from memory_nmt.pipeline.packed_attention import why_not_confinable
 from memory_nmt.pipeline.packing import PackedRows, collate_packed
 from memory_nmt.pipeline.teacher_forcing import teacher_forced_step
 
@@ -150,14 +151,29 @@ def test_the_loss_of_one_packed_sentence_sends_no_gradient_into_the_others_of_it
     assert grad[(owner != victim) & real].sum() == 0
 
 
-def test_layers_that_run_forward_again_without_the_masks_keep_one_sentence_a_row(data_bin, caplog):
-    """With fairseq's --checkpoint-activations a layer's forward runs again in the backward pass, after
-    the masks that confine its attention are gone: such a model trains one sentence a row, and says
-    so. The memory model's layers run again under their first run's masks, and pack."""
+def test_layers_fairseq_recomputes_keep_one_sentence_a_row(data_bin, caplog):
+    """fairseq's --checkpoint-activations recomputes a layer through its forward, which a packed pass
+    (computing the layer block by block, with the masks) does not call: such a model trains one sentence
+    a row, and says so. The memory model's passes recompute each layer's call, masks included, and pack."""
     caplog.set_level(logging.INFO, logger="memory_nmt.pipeline.task")
     task, _, _, _ = build(data_bin, *SENTENCE, "--checkpoint-activations")
-    assert ("one sentence a row (its encoder's layers run forward again in the backward pass, without the masks "
-            "(fairseq's --checkpoint-activations))") in caplog.text
+    assert ("one sentence a row (its encoder's layers are recomputed in the backward pass by fairseq's "
+            "--checkpoint-activations, through the forward a packed pass does not call)") in caplog.text
     assert task.regime.training.packed_width is None
     memory, _, _, _ = build(data_bin, *TINY_MODEL, "--checkpoint-activations")
     assert memory.regime.training.packed_width is not None
+
+
+def test_a_transformer_whose_passes_are_not_fairseqs_keeps_one_sentence_a_row(data_bin, caplog):
+    """A packed pass computes fairseq's encoder, decoder and layers in its own words: a model that reads
+    the source in its decoder's self-attention (--cross-self-attention), or whose layers compute their
+    own forward, trains one sentence a row, and says why."""
+    caplog.set_level(logging.INFO, logger="memory_nmt.pipeline.task")
+    task, model, _, _ = build(data_bin, *SENTENCE, "--cross-self-attention")
+    assert "one sentence a row (its decoder's self-attention reads the source (--cross-self-attention))" in caplog.text
+    assert task.regime.training.packed_width is None
+    _, model, _, _ = build(data_bin, *SENTENCE)
+    assert why_not_confinable(model) is None
+    layer = model.encoder.layers[0]
+    layer.__class__ = type("OwnLayer", (type(layer),), {"forward": lambda self, *args, **kwargs: None})
+    assert why_not_confinable(model) == "its encoder's layers compute their own forward"

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import TINY_DIMS, batches, build
+from memory_nmt.pipeline.layer_blocks import feed_forward_block, self_attention_block, source_attention_block
 from memory_nmt.pipeline.transformer_pass import decoder_features, encoder_features
 
 PLAIN = ["--arch", "transformer", *TINY_DIMS]
@@ -16,8 +17,10 @@ LAYOUTS = {"post-norm": [], "mbart": ["--encoder-normalize-before", "--decoder-n
 
 @pytest.fixture(scope="module", params=LAYOUTS)
 def model_and_batch(request, data_bin):
-    """(fairseq's transformer in evaluation, a batch whose source and target rows are padded)."""
-    task, model, _, _ = build(data_bin, *PLAIN, *LAYOUTS[request.param], task="translation")
+    """(fairseq's transformer in evaluation, with dropout for training, and a batch whose source and target
+    rows are padded)."""
+    task, model, _, _ = build(data_bin, *PLAIN, *LAYOUTS[request.param], "--dropout", "0.2", "--activation-dropout",
+                              "0.1", task="translation")
     model.eval()
     sample = next(sample for sample in batches(task, "test")
                   if bool(sample["net_input"]["prev_output_tokens"].eq(model.decoder.padding_idx).any())
@@ -32,6 +35,31 @@ def decoding(model_and_batch):
     with torch.no_grad():
         encoder_out = model.encoder(net_input["src_tokens"], net_input["src_lengths"])
     return model.decoder, encoder_out, net_input["prev_output_tokens"]
+
+
+def test_the_layer_blocks_are_fairseqs_layers(model_and_batch):
+    """The blocks the plugin's layers and packed passes run compute fairseq's encoder and decoder layers,
+    dropout included (in training, from the same random state)."""
+    model, net_input = model_and_batch
+    model.train()
+    try:
+        tokens = net_input["src_tokens"]
+        padding = tokens.eq(model.encoder.padding_idx)
+        x = torch.randn(tokens.size(1), tokens.size(0), model.encoder.embed_tokens.embedding_dim)
+        encoder, decoder = model.encoder.layers[0], model.decoder.layers[0]
+        torch.manual_seed(3)
+        theirs = encoder(x, encoder_padding_mask=padding)
+        torch.manual_seed(3)
+        assert torch.equal(feed_forward_block(encoder, self_attention_block(encoder, x, padding)), theirs)
+        y = torch.randn(5, tokens.size(0), model.decoder.embed_tokens.embedding_dim)
+        future = model.decoder.buffered_future_mask(y)
+        torch.manual_seed(4)
+        theirs, _, _ = decoder(y, x, padding, self_attn_mask=future)
+        torch.manual_seed(4)
+        ours, _ = source_attention_block(decoder, self_attention_block(decoder, y, None, future), x, padding)
+        assert torch.equal(feed_forward_block(decoder, ours), theirs)
+    finally:
+        model.eval()
 
 
 @pytest.mark.parametrize("return_all_hiddens", [False, True])

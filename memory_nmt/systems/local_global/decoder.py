@@ -45,8 +45,9 @@ class LocalGlobalDecoderLayer(ReadingDecoderLayer):
         if masks is not None:
             raise ValueError("the local+global decoder reads its previous sentence in the rows: it is not packed")
         x = self_attention_block(self, x, self_attn_padding_mask, self_attn_mask, incremental_state, previous=reads)
-        x, attention = source_attention_block(self, x, encoder_out, encoder_padding_mask, incremental_state,
-                                              need_attn=need_attn, need_head_weights=need_head_weights)
+        x, attention = source_attention_block(self, x, encoder_out, encoder_padding_mask,
+                                              incremental_state=incremental_state, need_attn=need_attn,
+                                              need_head_weights=need_head_weights)
         return feed_forward_block(self, x), attention, None
 
 

@@ -129,9 +129,9 @@ class MemoryDecoderLayer(FairseqIncrementalState, MemoryLayer, ReadingDecoderLay
         x = self_attention_block(self, x, self_attn_padding_mask,
                                  masks.self_attention if masks is not None else self_attn_mask, incremental_state)
         x, states = self.read_memory(x, reads, incremental_state)
-        x, attention = source_attention_block(self, x, encoder_out, encoder_padding_mask, incremental_state,
+        x, attention = source_attention_block(self, x, encoder_out, encoder_padding_mask,
                                               masks.source_attention if masks is not None else None,
-                                              need_attn, need_head_weights)
+                                              incremental_state, need_attn, need_head_weights)
         return feed_forward_block(self, x), attention, states
 
     def record_step(self, states: Tensor, incremental_state):
