@@ -250,10 +250,11 @@ def first_difference(model: nn.Module, state_dict: Dict[str, Tensor], fresh: Ite
     tensor of another shape or that the model has no place for; else the first of the model's,
     ``fresh`` aside, that the checkpoint lacks. None where it fits."""
     own = model.state_dict()
+    reshaped = set(reshaped_keys(own, state_dict))
     for key, value in state_dict.items():
         if key not in own:
             return f"the checkpoint's {key} of shape {tuple(value.shape)} has no place in this model"
-        if value.shape != own[key].shape:
+        if key in reshaped:
             return f"the checkpoint's {key} has shape {tuple(value.shape)}, this model's {tuple(own[key].shape)}"
     fresh = set(fresh)
     missing = next((key for key in own if key not in state_dict and key not in fresh), None)
@@ -262,11 +263,16 @@ def first_difference(model: nn.Module, state_dict: Dict[str, Tensor], fresh: Ite
     return f"this model's {missing} of shape {tuple(own[missing].shape)} is not in the checkpoint"
 
 
+def reshaped_keys(own: Dict[str, Tensor], state_dict: Dict[str, Tensor]) -> List[str]:
+    """The keys of ``state_dict`` whose tensors ``own`` (a model's state dict) has in another shape, in
+    the checkpoint's order: the one comparison of shapes every check of a checkpoint's fit reads."""
+    return [key for key, value in state_dict.items()
+            if key in own and torch.is_tensor(value) and value.shape != own[key].shape]
+
+
 def check_shapes(own: Dict[str, Tensor], state_dict: Dict[str, Tensor]):
-    mismatched = [
-        key for key, value in state_dict.items()
-        if key in own and torch.is_tensor(value) and value.shape != own[key].shape
-    ]
+    """Refuse ``state_dict`` where a tensor has another shape than ``own``'s, naming the first."""
+    mismatched = reshaped_keys(own, state_dict)
     if mismatched:
         key = mismatched[0]
         others = f" (and {len(mismatched) - 1} more tensors)" if len(mismatched) > 1 else ""
