@@ -34,7 +34,8 @@ from .transformer_pass import decoder_features, encoder_features
 
 POSITIONS = (SinusoidalPositionalEmbedding, LearnedPositionalEmbedding)
 # fairseq's methods that ``packed_forward`` computes in its own words (``transformer_pass.py``)
-PASSES = {"encoder": ("forward", "forward_embedding"), "decoder": ("forward", "extract_features")}
+PASSES = {"encoder": ("forward", "forward_scriptable", "forward_embedding"),
+          "decoder": ("forward", "extract_features", "extract_features_scriptable")}
 # fairseq's model passes that run the encoder, then the decoder, which ``packed_forward`` does in their stead
 MODEL_PASSES = (TransformerModelBase.forward, BARTModel.forward)
 

@@ -169,11 +169,19 @@ def test_a_transformer_whose_passes_are_not_fairseqs_keeps_one_sentence_a_row(da
     the source in its decoder's self-attention (--cross-self-attention), or whose layers compute their
     own forward, trains one sentence a row, and says why."""
     caplog.set_level(logging.INFO, logger="memory_nmt.pipeline.task")
-    task, model, _, _ = build(data_bin, *SENTENCE, "--cross-self-attention")
+    task, _, _, _ = build(data_bin, *SENTENCE, "--cross-self-attention")
     assert "one sentence a row (its decoder's self-attention reads the source (--cross-self-attention))" in caplog.text
     assert task.regime.training.packed_width is None
     _, model, _, _ = build(data_bin, *SENTENCE)
     assert why_not_confinable(model) is None
-    layer = model.encoder.layers[0]
-    layer.__class__ = type("OwnLayer", (type(layer),), {"forward": lambda self, *args, **kwargs: None})
-    assert why_not_confinable(model) == "its encoder's layers compute their own forward"
+
+    for module, method, reason in [
+        (model.decoder, "extract_features_scriptable", "its decoder computes its own extract_features_scriptable"),
+        (model.encoder, "forward_embedding", "its encoder computes its own forward_embedding"),
+        (model.encoder.layers[0], "forward", "its encoder's layers compute their own forward"),
+        (model, "forward", "Own computes its own forward"),
+    ]:
+        fairseqs = type(module)  # made, for the check, a subclass that computes its own ``method``
+        module.__class__ = type("Own", (fairseqs,), {method: lambda self, *args, **kwargs: None})
+        assert why_not_confinable(model) == reason
+        module.__class__ = fairseqs

@@ -100,3 +100,10 @@ def test_incremental_decoding_is_fairseqs_step_by_step(decoding):
         for step in range(1, unpadded.size(1) + 1):
             same(decoder_features(decoder, unpadded[:, :step], 1, encoder_out, ours)[:2],
                  decoder.extract_features(unpadded[:, :step], encoder_out, theirs))
+
+
+def test_packed_rows_are_refused_step_by_step(decoding):
+    """Packed rows are whole sentences: the decoder's pass refuses them with an incremental state."""
+    decoder, encoder_out, tokens = decoding
+    with pytest.raises(ValueError, match="packed rows are whole sentences"):
+        decoder_features(decoder, tokens[:, :2], 1, encoder_out, {}, confinement=object())
