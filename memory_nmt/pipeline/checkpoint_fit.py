@@ -42,7 +42,7 @@ from fairseq.models.transformer import TransformerModel
 from torch import Tensor, nn
 
 from .checkpoint_files import config_value, mapped_checkpoint
-from .checkpoint_languages import training_start
+from .checkpoint_languages import STARTING_CHECKPOINT, training_start
 from .context_parameters import context_modules, is_context_parameter
 from .errors import InputError
 from .option_ranges import flag_of
@@ -72,8 +72,7 @@ SHAPING_TENSORS = (
 )
 SHAPING_NO_TENSOR = ("encoder_attention_heads", "decoder_attention_heads", "activation_fn", "no_scale_embedding")
 # fairseq-train's options that say which checkpoint it starts from, and whether it resumes from it
-TRAINING_START = ("finetune_from_model", "restore_file", "save_dir", "reset_optimizer", "reset_dataloader",
-                  "checkpoint_suffix", "continue_once")
+TRAINING_START = (*STARTING_CHECKPOINT, "reset_optimizer", "reset_dataloader")
 MODEL_OPTIONS = (*SHAPING_TENSORS, *SHAPING_NO_TENSOR, "share_all_embeddings", "share_decoder_input_output_embed",
                  "max_source_positions", "max_target_positions")
 

@@ -36,6 +36,8 @@ from .option_ranges import OptionError
 logger = logging.getLogger(__name__)
 
 DEFAULT_STYLE = "multilingual"
+# fairseq-train's options that name the checkpoint it starts from (``training_start``)
+STARTING_CHECKPOINT = ("finetune_from_model", "restore_file", "save_dir", "checkpoint_suffix", "continue_once")
 SHOWN_LANGUAGES = 8  # a longer list is named by its length and first difference
 
 

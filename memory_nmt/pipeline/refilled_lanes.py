@@ -257,7 +257,7 @@ def fill_lanes(documents: Sequence[Document], lanes: int) -> List[List[List[Docu
             waiting[document.length].popleft()
             lanes_documents[lane].append(document)
             totals[lane] += document.length
-        groups.append([documents_of_lane for documents_of_lane in lanes_documents if documents_of_lane])
+        groups.append([queued for queued in lanes_documents if queued])
     return groups
 
 

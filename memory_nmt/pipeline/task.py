@@ -34,7 +34,7 @@ from fairseq.tasks.translation import TranslationTask
 
 from .batch_iterator import CRITERION_TRAINING_OPTIONS, DocumentBatchIterator, training_options
 from .checkpoint_fit import TRAINING_START, check_training_start
-from .checkpoint_languages import checkpoints_loaded, take_checkpoint_languages
+from .checkpoint_languages import STARTING_CHECKPOINT, checkpoints_loaded, take_checkpoint_languages
 from .chosen_context import check_split
 from .criterion import DocumentLabelSmoothedCrossEntropyConfig, DocumentLabelSmoothedCrossEntropyCriterion
 from .data import DocumentDataset, read_docids
@@ -73,8 +73,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         built from a checkpoint's own config (the hub's) has the checkpoint's."""
         if not kwargs.get("from_checkpoint"):
             paths = from_the_run(cfg, "checkpoint_paths")
-            checkpoints = checkpoints_loaded(paths, *(from_the_run(cfg, name) for name in (
-                "finetune_from_model", "restore_file", "save_dir", "checkpoint_suffix", "continue_once")))
+            checkpoints = checkpoints_loaded(paths, **{name: from_the_run(cfg, name) for name in STARTING_CHECKPOINT})
             take_checkpoint_languages(cfg, checkpoints, training=not paths)
         return super().setup_task(cfg, **kwargs)
 

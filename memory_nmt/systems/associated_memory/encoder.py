@@ -8,7 +8,7 @@ computed block by block (``pipeline/layer_blocks.py``), that returns the block's
 record; the encoder runs the plugin's pass over its layers (``pipeline/transformer_pass.py``) and
 takes the top layer's record. Both compute exactly what fairseq's encoder computes.
 """
-from typing import Dict, List, Optional, Tuple
+from typing import Optional, Tuple
 
 from fairseq.models.transformer import TransformerEncoderBase
 from torch import Tensor
@@ -48,11 +48,14 @@ class AssociatedMemoryEncoder(TransformerEncoderBase):
         """fairseq's encoder output; where a row has context in ``context_tokens`` (B, J, L: J
         right-padded sequences per row, all padding for a sequence it lacks), its ``encoder_out`` is
         the CAMN's gated H instead of fairseq's encoder output."""
-        encoder_out, self_attention_output = self.encode(src_tokens, return_all_hiddens, token_embeddings)
-        present = None if context_tokens is None else context_tokens.ne(self.padding_idx).any(-1)
-        rows = None if present is None else present.any(1).nonzero().squeeze(1)
-        if rows is None or not rows.numel():
+        encoder_out, records = encoder_features(self, src_tokens, token_embeddings, return_all_hiddens)
+        if context_tokens is None:
             return encoder_out
+        present = context_tokens.ne(self.padding_idx).any(-1)
+        rows = present.any(1).nonzero().squeeze(1)
+        if not rows.numel():
+            return encoder_out
+        self_attention_output = records[-1]  # x', the top layer's self-attention block output (T x B x C)
         present = present.index_select(0, rows)
         sequences = context_tokens.index_select(0, rows)[present]
         sequences = sequences[:, : int(sequences.ne(self.padding_idx).sum(1).max())]
@@ -67,13 +70,6 @@ class AssociatedMemoryEncoder(TransformerEncoderBase):
         )
         encoder_out["encoder_out"] = [source_output.index_copy(1, rows, gated)]
         return encoder_out
-
-    def encode(self, src_tokens, return_all_hiddens: bool,
-               token_embeddings: Optional[Tensor]) -> Tuple[Dict[str, List[Tensor]], Tensor]:
-        """fairseq's encoder output dict for ``src_tokens``, and the top layer's self-attention block
-        output (T x B x C), x'."""
-        encoder_out, records = encoder_features(self, src_tokens, token_embeddings, return_all_hiddens)
-        return encoder_out, records[-1]
 
     def embed_context(self, tokens: Tensor) -> Tensor:
         """The context's embeddings (L x P x C): scaled token embeddings for the GRU, which
