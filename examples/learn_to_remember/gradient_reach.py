@@ -136,7 +136,7 @@ def sentence_step(model, sample: dict, carry):
     memory = model.read_memory(carry, 1)
     logits, extra = model(**sample["net_input"], memory=memory)
     lanes = torch.zeros(1, dtype=torch.long, device=logits.device)
-    carry = model.carry_after(lanes, memory, extra["encoder_out"], extra)
+    carry = model.carry_after(lanes, memory, extra["encoding"], extra)
     lprobs = model.get_normalized_probs((logits, extra), log_probs=True)
     target = sample["target"]
     nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)

@@ -5,9 +5,9 @@ sentence t of each document of a group, one lane each. For every batch the gener
 1. asks the system (``system.py``) for the context each lane reads, from what the lane carried
    (``carry.py``),
 2. runs fairseq's ``SequenceGenerator`` with that context as part of the encoder input (in place of
-   the context sentences the batch brings, if it does: ``chosen_context.py``), so it is
-   the same at every beam step of the sentence and is expanded and reordered with the beams
-   like the rest of the encoder output, and
+   the context sentences the batch brings, if it does: ``chosen_context.py``): the system encodes
+   the sentence with it (``sentence_encoding.py``), beam search expands and reorders the encoding,
+   what the decoder reads included, and the decoder reads it at every step, and
 3. once the whole sentence is decoded, asks the system what each lane carries on, given the
    lane's best hypothesis (or, with ``--context-from reference``, its reference translation)
    and what the decoder recorded for that hypothesis while decoding it, if the system records
@@ -19,6 +19,8 @@ Output is fairseq's own: one list of hypotheses per sentence, under its original
 fairseq-interactive's batches mix documents that go on and documents that start
 (``interactive.py``); their carries are kept by lane in ``OpenDocuments``.
 """
+from typing import List
+
 import torch
 from fairseq.data import data_utils
 from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
@@ -28,16 +30,20 @@ from .chosen_context import without_chosen
 from .errors import UnsupportedOptionError
 from .option_ranges import OptionError
 from .samples import LaneStep, LinesStep, read_sample
+from .sentence_encoding import SentenceEncoding
 from .system import carry_of_rows, document_system
 
 CONTEXT_FROM = ("hypothesis", "reference")
 RECORD = "document_record"  # a finished hypothesis's record, while the generator holds it
 
 
-class EncoderOutputKeepingModel(EnsembleModel):
-    """fairseq's ``EnsembleModel`` around one model, keeping the encoder output of the batch
-    being decoded (before beam expansion) for what the lanes carry out, and the decoder's
-    incremental state, where the system records what its hypotheses need to carry out."""
+class EncodingKeepingModel(EnsembleModel):
+    """fairseq's ``EnsembleModel`` around one model, whose steps are the system's: its encoding
+    (``SentenceEncoding``) is what beam search holds and reorders, and its decoder reads the
+    encoding at every step. It keeps the encoding of the batch being decoded (before beam
+    expansion) for what the lanes carry out, and the decoder's incremental state, where the
+    system records what its hypotheses need to carry out: fairseq's ``SequenceGenerator`` calls
+    these steps itself and returns neither."""
 
     def __init__(self, models):
         if len(models) != 1:
@@ -46,21 +52,36 @@ class EncoderOutputKeepingModel(EnsembleModel):
                 "each model would need its own document context"
             )
         super().__init__(models)
-        self.encoder_outs = None
+        self.encoding = None
         self.incremental_state = None
 
-    def forward_encoder(self, net_input):
-        self.encoder_outs = super().forward_encoder(net_input)
-        return self.encoder_outs
+    def forward_encoder(self, net_input) -> List[SentenceEncoding]:
+        encoder_input = {key: value for key, value in net_input.items() if key != "prev_output_tokens"}
+        self.encoding = document_system(self.single_model).encode(**encoder_input)
+        return [self.encoding]
 
-    def forward_decoder(self, tokens, encoder_outs, incremental_states, temperature: float = 1.0):
-        (self.incremental_state,) = incremental_states
-        return super().forward_decoder(tokens, encoder_outs, incremental_states, temperature)
+    def reorder_encoder_out(self, encoder_outs: List[SentenceEncoding], new_order) -> List[SentenceEncoding]:
+        return [encoding.reordered(self.single_model.encoder, new_order) for encoding in encoder_outs]
+
+    def forward_decoder(self, tokens, encoder_outs: List[SentenceEncoding], incremental_states,
+                        temperature: float = 1.0):
+        """The log-probabilities of every row's next token and the decoder's attention to the source
+        from that token (None where the decoder gives none), as fairseq's ensemble of one model
+        gives them."""
+        (encoding,), (self.incremental_state,) = encoder_outs, incremental_states
+        state = self.incremental_state if self.has_incremental_states() else None
+        features, extra = document_system(self.single_model).decode(tokens, encoding, state)
+        last = (features[:, -1:, :].div_(temperature), extra)
+        log_probs = self.single_model.get_normalized_probs(last, log_probs=True, sample=None)[:, -1, :]
+        attention = extra.get("attn") if isinstance(extra, dict) else extra
+        if isinstance(attention, list):
+            attention = attention[0] if attention else None
+        return log_probs, None if attention is None else attention[:, -1, :]
 
 
 class DocumentSequenceGenerator(SequenceGenerator):
     def __init__(self, models, tgt_dict, context_from: str = "hypothesis", **kwargs):
-        super().__init__(EncoderOutputKeepingModel(models), tgt_dict, **kwargs)
+        super().__init__(EncodingKeepingModel(models), tgt_dict, **kwargs)
         if context_from not in CONTEXT_FROM:
             raise OptionError(f"--context-from {context_from!r}: give one of {', '.join(CONTEXT_FROM)}")
         self.context_from = context_from
@@ -108,8 +129,8 @@ class DocumentSequenceGenerator(SequenceGenerator):
         self.takes_records = self.context_from == "hypothesis" and kwargs.get("prefix_tokens") is None
         hypotheses = super().generate(models, with_context, **kwargs)
 
-        (encoder_out,) = self.model.encoder_outs
-        self.model.encoder_outs = self.model.incremental_state = None
+        encoding = self.model.encoding
+        self.model.encoding = self.model.incremental_state = None
         records = [[hypothesis.pop(RECORD, None) for hypothesis in sentence] for sentence in hypotheses]
         decoder_extra = None
         if self.context_from == "reference":
@@ -120,7 +141,7 @@ class DocumentSequenceGenerator(SequenceGenerator):
             )
             if records and records[0][0] is not None:
                 decoder_extra = system.decoder_extra_of([sentence[0] for sentence in records])
-        carry = system.carry_out(context, lanes, net_input, translations, encoder_out, decoder_extra)
+        carry = system.carry_out(context, lanes, net_input, translations, encoding, decoder_extra)
         if isinstance(batch, LinesStep):
             self.open_documents.keep(carry)
         else:

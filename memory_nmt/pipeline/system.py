@@ -26,9 +26,11 @@ everything about itself in its own package under ``systems/``. The hooks (``Syst
   holds states a later sentence's loss back-propagates into), ``packs_rows`` (if its
   forward pass takes sentences packed several to a row), and ``hypothesis_records`` with
   ``decoder_extra_of`` (if ``carry_out`` needs the decoder's states of the chosen hypothesis);
-- it need not implement, and takes from ``DocumentSystem``: ``forward`` (the context goes to
-  the encoder), ``build_model`` (the document task only) and ``from_pretrained`` (the document
-  hub).
+- it need not implement, and takes from ``DocumentSystem``: ``forward`` (``encode`` then
+  ``decode``), ``encode`` (the context goes to the encoder; a system overrides it where its decoder
+  reads some of the context or its encoder records what ``carry_out`` needs: ``SentenceEncoding``,
+  ``sentence_encoding.py``), ``decode`` (the decoder reads the encoding), ``build_model`` (the
+  document task only) and ``from_pretrained`` (the document hub).
 
 Any other fairseq encoder-decoder model (fairseq's ``transformer``) runs in the pipeline as
 ``SentenceLevel``: no context in, nothing carried out, every sentence translated alone in the
@@ -46,6 +48,7 @@ from .chosen_context import ContextChoice
 from .document_task import TranslatesDocuments
 from .errors import InputError
 from .hub import DocumentHubInterface, check_pretrained_paths
+from .sentence_encoding import SentenceEncoding
 
 
 TRAINING_UNITS = ("lanes", "chunks", "sentences")
@@ -102,12 +105,12 @@ class SystemHooks:
         lanes: Tensor,
         net_input: Dict[str, Tensor],
         target: Tensor,
-        encoder_out: Dict[str, Any],
+        encoding: Optional[SentenceEncoding],
         decoder_extra: Optional[Dict[str, Any]] = None,
     ) -> Carry:
         """What ``lanes`` carry on after a sentence that read ``context``: ``target`` is its
         translation as fairseq targets are (right-padded, ending with eos: the reference in
-        training, the chosen hypothesis in decoding), ``encoder_out`` the encoder's output and
+        training, the chosen hypothesis in decoding), ``encoding`` its ``encode``'s and
         ``decoder_extra`` the decoder's extra output of a teacher-forced pass over ``target``
         (training), or its equivalent recorded during beam search (``decoder_extra_of``); None
         when there is neither, and a system that needs it runs that pass itself."""
@@ -179,24 +182,31 @@ class DocumentSystem(SystemHooks):
         """fairseq's encoder-decoder pass over one sentence of each lane, with its context.
 
         It is ``TransformerModelBase.forward``'s pass, written out because that one gives the
-        encoder the source only: here the sentence's context (``SentenceContext.inputs``) goes
-        to the encoder too, whose output hands the decoder what it needs of it (fairseq's
-        generator passes the decoder nothing else); ``extra["encoder_out"]`` keeps that output
-        for ``carry_out``."""
-        encoder_out = self.encoder(
-            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **context
+        encoder the source only and the decoder the encoder's output only: here the sentence's
+        context (``SentenceContext.inputs``) goes to ``encode``, and the decoder reads what the
+        encoding gives it (``decode``); ``extra["encoding"]`` keeps the encoding for ``carry_out``."""
+        encoding = self.encode(src_tokens, src_lengths, return_all_hiddens=return_all_hiddens, **context)
+        logits, extra = self.decode(
+            prev_output_tokens, encoding, features_only=features_only, alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens,
         )
-        logits, extra = self.decoder(
-            prev_output_tokens,
-            encoder_out=encoder_out,
-            features_only=features_only,
-            alignment_layer=alignment_layer,
-            alignment_heads=alignment_heads,
-            src_lengths=src_lengths,
-            return_all_hiddens=return_all_hiddens,
-        )
-        extra["encoder_out"] = encoder_out
+        extra["encoding"] = encoding
         return logits, extra
+
+    def encode(self, src_tokens, src_lengths, return_all_hiddens: bool = False, **context) -> SentenceEncoding:
+        """One sentence step's encoding: the encoder's output, the sentence's context
+        (``SentenceContext.inputs``) its keyword arguments, with nothing besides for the decoder."""
+        return SentenceEncoding(
+            self.encoder(src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **context)
+        )
+
+    def decode(self, prev_output_tokens, encoding: SentenceEncoding, incremental_state=None, **options):
+        """The decoder's forward (``options``: fairseq's keyword arguments of it) over ``encoding``: the
+        encoder's output, and the encoding's ``reads`` where it has them (a ``transformer_pass.
+        ReadingDecoder`` then)."""
+        reads = {} if encoding.reads is None else {"reads": encoding.reads}
+        return self.decoder(prev_output_tokens, encoder_out=encoding.encoder_out,
+                            incremental_state=incremental_state, **options, **reads)
 
     @classmethod
     def build_model(cls, args, task):
@@ -220,10 +230,22 @@ class DocumentSystem(SystemHooks):
 
 
 class SentenceLevel(SystemHooks):
-    """A fairseq model without document context, run as a system: each sentence alone."""
+    """A fairseq model without document context, run as a system: each sentence alone. Its
+    ``encode`` and ``decode`` are fairseq's encoder's and decoder's forward (the document generator's
+    steps, ``generator.py``); it trains through the model's own forward."""
 
     reads_context = False
     packs_rows = True  # where its attention can be confined to each sentence (``packed_attention.py``)
+
+    def __init__(self, model):
+        self.model = model
+
+    def encode(self, src_tokens, src_lengths, **net_input) -> SentenceEncoding:
+        return SentenceEncoding(self.model.encoder(src_tokens, src_lengths=src_lengths, **net_input))
+
+    def decode(self, prev_output_tokens, encoding: SentenceEncoding, incremental_state=None, **options):
+        return self.model.decoder(prev_output_tokens, encoder_out=encoding.encoder_out,
+                                  incremental_state=incremental_state, **options)
 
     def starting_carry(self, lanes, rows, net_input) -> Carry:
         return Carry(lanes)
@@ -231,7 +253,7 @@ class SentenceLevel(SystemHooks):
     def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
         return SentenceContext()
 
-    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> Carry:
+    def carry_out(self, context, lanes, net_input, target, encoding, decoder_extra=None) -> Carry:
         return Carry(lanes)
 
     def training_unit(self) -> str:
@@ -279,7 +301,7 @@ def document_system(model):
     if isinstance(model, DocumentSystem):
         return model
     if isinstance(model, FairseqEncoderDecoderModel):
-        return SentenceLevel()
+        return SentenceLevel(model)
     raise DocumentSystemError(
         f"{model.__class__.__name__} is not an encoder-decoder model; the document_translation "
         "task translates with encoder-decoder models (see docs/systems.md)"

@@ -83,7 +83,7 @@ def teacher_forced_step(
         loss = loss_of(net_output) if loss_of is not None else None
     with record_function("carry out"):
         carried = system.carry_out(
-            context, lanes, net_input, target, net_output[1].get("encoder_out"), net_output[1]
+            context, lanes, net_input, target, net_output[1].get("encoding"), net_output[1]
         )
     return TeacherForcedStep(context, net_output, loss, carried)
 

@@ -19,7 +19,8 @@ projection (``layer_blocks.py`` runs each layer), and take, as arguments:
 
 With none of them they compute what fairseq's encoder and decoder compute
 (tests/pipeline/test_transformer_pass.py). Each also returns what each layer recorded (None for
-fairseq's own layers).
+fairseq's own layers). ``ReadingDecoder`` is fairseq's decoder forward for a decoder whose
+``extract_features`` takes what it reads besides the encoder's output (``sentence_encoding.py``).
 """
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -145,3 +146,20 @@ def decoder_features(decoder, tokens: Tensor, new: int, encoder_out: Optional[Di
     if decoder.project_out_dim is not None:
         x = decoder.project_out_dim(x)
     return x, {"attn": [attention], "inner_states": inner_states}, records
+
+
+class ReadingDecoder:
+    """Mixed into a fairseq ``TransformerDecoderBase`` whose ``extract_features`` takes ``reads``, what
+    the decoder reads of its sentences' context besides the encoder's output (``sentence_encoding.
+    DecoderReads``; None: no context, as at a document's first sentence): fairseq's decoder forward,
+    features then the output projection, with ``reads`` handed to ``extract_features``."""
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, features_only: bool = False,
+                full_context_alignment: bool = False, alignment_layer: Optional[int] = None,
+                alignment_heads: Optional[int] = None, src_lengths=None, return_all_hiddens: bool = False,
+                *, reads: Any = None):
+        features, extra = self.extract_features(
+            prev_output_tokens, encoder_out, incremental_state, full_context_alignment=full_context_alignment,
+            alignment_layer=alignment_layer, alignment_heads=alignment_heads, reads=reads,
+        )
+        return (features if features_only else self.output_layer(features)), extra

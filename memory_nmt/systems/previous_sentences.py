@@ -144,7 +144,7 @@ class PreviousSentencesSystem(DocumentSystem):
     def carry_of_previous_sentences(self, lanes, previous) -> PreviousSentences:
         return PreviousSentences(lanes, [source for source, _ in previous], [target for _, target in previous])
 
-    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> PreviousSentences:
+    def carry_out(self, context, lanes, net_input, target, encoding, decoder_extra=None) -> PreviousSentences:
         """Each lane's previous sentences, with this sentence and its translation added."""
         pad = self.encoder.padding_idx
         previous = context.kept

@@ -202,7 +202,7 @@ def memory_read_in_batches(model, task, name):
             carry = None if sample["position"].step == 0 else carry.select(lanes)
             memory = model.read_memory(carry, lanes.numel())
             _, extra = model(**sample["net_input"], memory=memory)
-            carry = model.carry_after(lanes, memory, extra["encoder_out"], extra)
+            carry = model.carry_after(lanes, memory, extra["encoding"], extra)
             for row, sentence in enumerate(sample["id"].tolist()):
                 read[sentence] = memory[name][:, row]
     return read

@@ -7,8 +7,10 @@ import argparse
 import pytest
 import torch
 
-from conftest import TINY_MODEL, batches, build, make_reads_nonzero
+from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
+
+SENTENCE = ["--arch", "transformer", *TINY_DIMS]
 
 
 def _decoding_model(data_bin):
@@ -38,6 +40,41 @@ def test_documents_decoded_together_or_alone_give_the_same_translations(data_bin
     expected = _decode(task, model, together)
     assert len(expected) == len(task.dataset("test"))
     assert _decode(task, model, alone) == expected
+
+
+@pytest.mark.parametrize("arch, reads", [
+    (TINY_MODEL, "MemoryRead"), ([*CONCAT, "--target-context", "1"], "TargetPrefix"), (AMN, None),
+    (LOCAL_GLOBAL, "PreviousTarget"),
+    (SENTENCE, None),
+], ids=["memory", "concat", "amn", "local_global", "transformer"])
+def test_the_decoder_gets_fairseqs_encoder_output_and_its_context_as_an_argument(data_bin, monkeypatch, arch, reads):
+    """At every beam step of a document's later sentences, the encoder output the decoder gets has
+    fairseq's keys only, and what the system's decoder reads besides is its own argument, one row
+    a beam row."""
+    task, model, _, _ = build(data_bin, *arch)
+    model.eval()
+    generator = DocumentSequenceGenerator([model], task.target_dictionary, beam_size=3, max_len_b=6)
+    _, plain, _, _ = build(data_bin, *SENTENCE)
+    plain_keys = set(plain.encoder(torch.tensor([[4, 2]]), torch.tensor([2])))
+    seen = []
+    forward_decoder = generator.model.forward_decoder
+
+    def spy(tokens, encoder_outs, incremental_states, temperature=1.0):
+        (encoding,) = encoder_outs
+        seen.append((set(encoding.encoder_out), encoding.reads, tokens.size(0)))
+        return forward_decoder(tokens, encoder_outs, incremental_states, temperature)
+
+    monkeypatch.setattr(generator.model, "forward_decoder", spy)
+    with torch.no_grad():
+        for sample in batches(task, "test", max_tokens=1000)[:2]:
+            generator.generate([model], sample)
+    assert seen and all(keys <= plain_keys for keys, _, _ in seen)
+    later = seen[-1]
+    assert type(later[1]).__name__ == reads if reads else later[1] is None
+    if reads:
+        rows = {"MemoryRead": lambda r: r.rows, "TargetPrefix": lambda r: r.tokens,
+                "PreviousTarget": lambda r: r.memory_padding}[reads](later[1])
+        assert rows.size(0) == later[2], "the reads are reordered with the beams"
 
 
 def test_memory_fixed_during_beam_search_and_updated_after(data_bin):
@@ -105,10 +142,10 @@ def test_states_recorded_during_beam_search_are_those_of_the_chosen_hypothesis(d
     carry_out = model.carry_out
     compared = []
 
-    def compare_with_teacher_forcing(context, lanes, net_input, target, encoder_out, decoder_extra=None):
+    def compare_with_teacher_forcing(context, lanes, net_input, target, encoding, decoder_extra=None):
         assert (decoder_extra is None) == prefix, "records taken where they cannot be trusted, or not taken"
-        recorded = carry_out(context, lanes, net_input, target, encoder_out, decoder_extra)
-        forced = carry_out(context, lanes, net_input, target, encoder_out)
+        recorded = carry_out(context, lanes, net_input, target, encoding, decoder_extra)
+        forced = carry_out(context, lanes, net_input, target, encoding)
         for name, mask in forced.padding_mask.items():
             if name.startswith("decoder"):
                 assert torch.equal(recorded.padding_mask[name], mask)

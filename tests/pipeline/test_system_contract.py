@@ -55,6 +55,6 @@ def test_a_system_must_say_what_a_document_starts_from():
 
 
 def test_a_sentence_level_model_starts_and_carries_nothing():
-    merged = carry_of_rows(SentenceLevel(), Carry(torch.tensor([2])), torch.tensor([1, 2]), torch.tensor([False, True]), {})
+    merged = carry_of_rows(SentenceLevel(None), Carry(torch.tensor([2])), torch.tensor([1, 2]), torch.tensor([False, True]), {})
     assert type(merged) is Carry and merged.lanes.tolist() == [1, 2]
-    assert SentenceLevel().sentence_context(merged, {}, 0).inputs == {}
+    assert SentenceLevel(None).sentence_context(merged, {}, 0).inputs == {}

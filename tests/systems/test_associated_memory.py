@@ -29,6 +29,7 @@ from conftest import (
 from memory_nmt.pipeline.context_parameters import is_context_parameter
 from memory_nmt.pipeline.data import DocumentDataError
 from memory_nmt.pipeline.option_ranges import OptionError
+from memory_nmt.pipeline.sentence_encoding import SentenceEncoding
 from memory_nmt.systems.associated_memory.context_network import GATE_BIAS, ContextEncoder
 from memory_nmt.systems.associated_memory.model import AssociatedMemoryTransformerModel
 
@@ -41,7 +42,7 @@ def amn_model(data_bin, *more):
 
 def encoder_output(logits, extra, row):
     """A row's encoder output at its real (unpadded) source positions."""
-    encoder_out = extra["encoder_out"]
+    encoder_out = extra["encoding"].encoder_out
     return encoder_out["encoder_out"][0][:, row][~encoder_out["encoder_padding_mask"][0][row]]
 
 
@@ -72,7 +73,7 @@ def test_gate_open_or_first_sentence_gives_the_plain_transformers_encoder_output
     with torch.no_grad():
         plain_outputs = [plain.encoder(s["net_input"]["src_tokens"], s["net_input"]["src_lengths"]) for s in steps]
     expected = {
-        sentence: encoder_output(None, {"encoder_out": output}, row)
+        sentence: encoder_output(None, {"encoding": SentenceEncoding(output)}, row)
         for s, output in zip(steps, plain_outputs) for row, sentence in enumerate(s["id"].tolist())
     }
     first_sentences = {i for s in steps if s["position"].step == 0 for i in s["id"].tolist()}

@@ -82,10 +82,10 @@ def test_local_layers_read_their_sentence_and_the_global_layer_its_chunk(data_bi
         try:
             with torch.no_grad():
                 context = model.sentence_context(model.starting_carry(lanes, torch.arange(lanes.numel()), net_input), net_input, 0)
-                out = model.encoder(src_tokens, chunk_positions=net_input["chunk_positions"], **context.inputs)
+                out = model.encode(src_tokens, chunk_positions=net_input["chunk_positions"], **context.inputs)
         finally:
             handle.remove()
-        return local[0], out["encoder_out"][0]
+        return local[0], out.encoder_out["encoder_out"][0]
 
     local, final = encode(net_input["src_tokens"])
     tokens = net_input["src_tokens"].clone()

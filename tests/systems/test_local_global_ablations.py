@@ -39,7 +39,7 @@ def whole_chunks(task, split="valid"):
 
 
 def encoder_output(logits, extra, row):
-    encoder_out = extra["encoder_out"]
+    encoder_out = extra["encoding"].encoder_out
     return encoder_out["encoder_out"][0][:, row][~encoder_out["encoder_padding_mask"][0][row]]
 
 

@@ -13,6 +13,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, Recorder, batches, build, check_context_reach, walk
 from memory_nmt.pipeline.context_parameters import is_context_parameter
 from memory_nmt.pipeline.option_ranges import OptionError
+from memory_nmt.pipeline.sentence_encoding import SentenceEncoding
 from memory_nmt.systems.local_global.global_context import ChunkWords, GlobalContextLayer
 from memory_nmt.systems.previous_sentences import unpadded
 
@@ -35,7 +36,7 @@ SYSTEMS = {  # the system, and whether it computes the plain transformer's sums 
 
 def encoder_output(logits, extra, row):
     """A row's encoder output at its real (unpadded) source positions."""
-    encoder_out = extra["encoder_out"]
+    encoder_out = extra["encoding"].encoder_out
     return encoder_out["encoder_out"][0][:, row][~encoder_out["encoder_padding_mask"][0][row]]
 
 
@@ -77,7 +78,7 @@ def test_without_context_the_system_is_the_pre_norm_transformer(data_bin, system
         expected = {}
         for sample in map(fairseqs_net_input, steps):
             logits, _ = plain(**sample["net_input"])
-            encoded = {"encoder_out": plain.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])}
+            encoded = {"encoding": SentenceEncoding(plain.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"]))}
             for row, sentence in enumerate(sample["id"].tolist()):
                 expected[sentence] = (logits[row], encoder_output(None, encoded, row))
     logits, encoded = walk(model, steps), walk(model, steps, of_row=encoder_output)

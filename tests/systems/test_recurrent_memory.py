@@ -46,10 +46,10 @@ def test_memory_model_with_transformer_weights_is_that_transformer(plain_and_mem
         some_carry = memory_model.carry_after(
             sample["lanes"],
             memory_model.read_memory(None, src.size(0)),
-            *(lambda out: (out[1]["encoder_out"], out[1]))(memory_model(src, lengths, prev)),
+            *(lambda out: (out[1]["encoding"], out[1]))(memory_model(src, lengths, prev)),
         )
         memory = memory_model.read_memory(some_carry, src.size(0))
-        memory_encoder = memory_model.encoder(src, src_lengths=lengths, memory=memory)["encoder_out"][0]
+        memory_encoder = memory_model.encoder(src, src_lengths=lengths, memory=memory)[0]["encoder_out"][0]
         memory_logits, _ = memory_model(src, lengths, prev, memory=memory)
     assert torch.equal(plain_encoder, memory_encoder)
     assert torch.equal(plain_logits, memory_logits)
@@ -81,7 +81,7 @@ def test_a_pre_norm_memory_reads_the_normalised_stream_after_self_attention(data
     sample = batches(task, "test")[0]
     with torch.no_grad():
         _, extra = model(**sample["net_input"])
-    assert torch.equal(extra["encoder_out"]["memory_states"][0]["encoder.1"], normalised[0])
+    assert torch.equal(extra["encoding"].records["encoder.1"], normalised[0])
     first = walk(model, batches(task, "test"))
     with torch.no_grad():
         layer.memory.read_attn.out_proj.weight.zero_()
@@ -104,7 +104,7 @@ def test_the_pipelines_teacher_forced_step_is_the_memory_written_out_by_hand(dat
             carried = carry.select(lanes) if carry is not None and sample["position"].step else None
             memory = model.read_memory(carried, lanes.numel())
             logits, extra = model(**sample["net_input"], memory=memory)
-            carry = model.carry_after(lanes, memory, extra["encoder_out"], extra)
+            carry = model.carry_after(lanes, memory, extra["encoding"], extra)
             expected.update(zip(sample["id"].tolist(), logits))
     walked = walk(model, steps)
     assert walked.keys() == expected.keys()

@@ -57,11 +57,23 @@ from fairseq.models.transformer import (
 from torch import Tensor
 
 from ...pipeline.option_ranges import OptionError, Range
+from ...pipeline.sentence_encoding import SentenceEncoding
 from ...pipeline.system import SentenceContext
-from ...pipeline.transformer_pass import decoder_features
+from ...pipeline.transformer_pass import ReadingDecoder, decoder_features
 from ..options import SystemOptions
 from ..previous_sentences import PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer
+
+
+@dataclass(frozen=True)
+class TargetPrefix:
+    """The previous target sentences the decoder reads before the current one: (B, P) tokens,
+    right-padded, each row starting with the token decoding starts from."""
+
+    tokens: Tensor
+
+    def reordered(self, new_order: Tensor) -> "TargetPrefix":
+        return TargetPrefix(self.tokens.index_select(0, new_order))
 
 
 class ContextConcatEncoder(TransformerEncoderBase):
@@ -72,24 +84,15 @@ class ContextConcatEncoder(TransformerEncoderBase):
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
         source_with_context: Optional[Tensor] = None,
-        target_prefix: Optional[Tensor] = None,
     ):
         """fairseq's encoder over ``source_with_context`` (the current sentences after their
-        context, left-padded) when given, else over ``src_tokens``. The output adds
-        ``target_prefix`` (``[prefix]`` or ``[]``) for the decoder, reordered with the beams."""
+        context, left-padded) when given, else over ``src_tokens``."""
         if source_with_context is not None:
             src_tokens, src_lengths, token_embeddings = source_with_context, None, None
-        encoder_out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
-        encoder_out["target_prefix"] = [] if target_prefix is None else [target_prefix]
-        return encoder_out
-
-    def reorder_encoder_out(self, encoder_out, new_order):
-        reordered = super().reorder_encoder_out(encoder_out, new_order)
-        reordered["target_prefix"] = [prefix.index_select(0, new_order) for prefix in encoder_out["target_prefix"]]
-        return reordered
+        return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
 
 
-class ContextConcatDecoder(TransformerDecoderBase):
+class ContextConcatDecoder(ReadingDecoder, TransformerDecoderBase):
     def extract_features(
         self,
         prev_output_tokens,
@@ -98,19 +101,19 @@ class ContextConcatDecoder(TransformerDecoderBase):
         full_context_alignment: bool = False,
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
+        reads: Optional[TargetPrefix] = None,
     ):
-        """fairseq's decoder features of the current sentence, after the target prefix that came
-        with ``encoder_out`` (if any): features and attention have one row per token of
-        ``prev_output_tokens`` (``inner_states`` cover the prefix too)."""
-        prefixes = encoder_out.get("target_prefix") if encoder_out is not None else None
+        """fairseq's decoder features of the current sentence, after the target prefix ``reads``
+        (if any): features and attention have one row per token of ``prev_output_tokens``
+        (``inner_states`` cover the prefix too)."""
         options = dict(
             full_context_alignment=full_context_alignment,
             alignment_layer=alignment_layer,
             alignment_heads=alignment_heads,
         )
-        if not prefixes:
+        if reads is None:
             return super().extract_features(prev_output_tokens, encoder_out, incremental_state, **options)
-        prefix = torch.cat([prev_output_tokens[:, :1], prefixes[0][:, 1:]], dim=1)  # the token decoding starts from
+        prefix = torch.cat([prev_output_tokens[:, :1], reads.tokens[:, 1:]], dim=1)  # the token decoding starts from
         prefix_lengths = prefix.ne(self.padding_idx).sum(1)
         if incremental_state is None:
             tokens = self._after_prefix(prefix, prev_output_tokens)
@@ -184,6 +187,15 @@ class ContextConcatTransformerModel(PreviousSentencesSystem, TransformerModel):
 
     def context_sentences(self):
         return self.source_context, self.target_context
+
+    def encode(self, src_tokens, src_lengths, return_all_hiddens: bool = False,
+               token_embeddings: Optional[Tensor] = None, source_with_context: Optional[Tensor] = None,
+               target_prefix: Optional[Tensor] = None) -> SentenceEncoding:
+        """The encoder's output over the source (after its context, where given), and the target
+        prefix for the decoder to read."""
+        encoder_out = self.encoder(src_tokens, src_lengths, return_all_hiddens, token_embeddings,
+                                   source_with_context=source_with_context)
+        return SentenceEncoding(encoder_out, None if target_prefix is None else TargetPrefix(target_prefix))
 
     def sentence_context(self, carry, net_input, target_room) -> SentenceContext:
         """The current sentences after their documents' previous ones (source), and the

@@ -2,8 +2,9 @@
 
 Decoder (section 4.2): fairseq's decoder whose self-attention also reads the previous target
 sentence of the chunk, Transformer-XL style, with no gradient into it (``target_context.py``).
-What it reads comes with ``encoder_out`` (``encoder.py``): the previous sentence's row in a batch
-of whole chunks, or the states carried from it (sentence by sentence). Each decoder call runs its
+What it reads is its forward's ``reads`` (``PreviousTarget``, which the model's ``encode`` gives): the
+previous sentence's row in a batch of whole chunks, or the states carried from it (sentence by
+sentence). Each decoder call runs its
 layers itself (``pipeline/transformer_pass.py``) and hands them the previous sentence as an argument,
 which each layer hands its self-attention; a call over whole sentences returns what each layer's
 self-attention read (the layer's input; in pre-norm layers, that input through the layer's
@@ -22,8 +23,8 @@ from ...pipeline.layer_blocks import (
     self_attention_block,
     source_attention_block,
 )
-from ...pipeline.transformer_pass import decoder_features
-from .target_context import PreviousSentence, PreviousSentenceAttention
+from ...pipeline.transformer_pass import ReadingDecoder, decoder_features
+from .target_context import PreviousSentence, PreviousSentenceAttention, PreviousTarget
 
 
 class LocalGlobalDecoderLayer(ReadingDecoderLayer):
@@ -51,7 +52,7 @@ class LocalGlobalDecoderLayer(ReadingDecoderLayer):
         return feed_forward_block(self, x), attention, None
 
 
-class LocalGlobalDecoder(TransformerDecoderBase):
+class LocalGlobalDecoder(ReadingDecoder, TransformerDecoderBase):
     """fairseq's decoder of ``LocalGlobalDecoderLayer``s, each self-attention told its layer's index
     and its relative position terms tagged as context parameters."""
 
@@ -72,17 +73,16 @@ class LocalGlobalDecoder(TransformerDecoderBase):
         full_context_alignment: bool = False,
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
+        reads: Optional[PreviousTarget] = None,
     ):
-        """fairseq's decoder features, each self-attention reading the previous sentence that came
-        with ``encoder_out``. On whole sentences (no ``incremental_state``) ``extra`` gains
+        """fairseq's decoder features, each self-attention reading the previous sentence ``reads``
+        gives (None: none). On whole sentences (no ``incremental_state``) ``extra`` gains
         ``target_states`` (what each layer's self-attention read) and ``target_padding``, for the
         next sentence."""
-        encoder_out = encoder_out or {}
-        rows, memory, memory_padding = (encoder_out.get(key) or None for key in (
-            "previous_rows", "target_memory", "target_memory_padding"))
+        reads = reads if reads is not None else PreviousTarget()
         previous = PreviousSentence(
-            memory=memory, memory_padding=memory_padding[0] if memory_padding else None,
-            previous_rows=rows[0] if rows else None, record=incremental_state is None,
+            memory=reads.memory, memory_padding=reads.memory_padding, previous_rows=reads.previous_rows,
+            record=incremental_state is None,
         )
         new = prev_output_tokens.size(1) if incremental_state is None else 1
         features, extra, _ = decoder_features(

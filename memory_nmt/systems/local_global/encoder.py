@@ -17,12 +17,11 @@ of the stack, so it goes before that LayerNorm: it reads the last local layer's 
 LayerNorm normalises what it gives (``global_context.py``). A chunk of one sentence gets that
 LayerNorm of the last local layer's stream, which is exactly fairseq's encoder output.
 
-How many of ``--encoder-layers`` are local is ``options.py``'s ``local_layers``. The encoder's
-output also says what the decoder (``decoder.py``) reads of each row's previous target sentence:
-its row in the batch (``previous_rows``, whole chunks), or the states ``model.py`` carried from it
-(sentence by sentence).
+How many of ``--encoder-layers`` are local is ``options.py``'s ``local_layers``. ``previous_rows``
+says, in a batch of whole chunks, which row holds each row's previous sentence, which the decoder
+(``decoder.py``) reads (``model.py``'s ``encode``).
 """
-from typing import List, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -166,33 +165,17 @@ class LocalGlobalEncoder(TransformerEncoderBase):
         token_embeddings: Optional[Tensor] = None,
         chunk_positions: Optional[Tensor] = None,
         chunk_ids: Optional[Tensor] = None,
-        chunk_lengths: Optional[Tensor] = None,
-        chunk_src_tokens: Optional[Tensor] = None,
         encoded: Optional[Tensor] = None,
         encoded_padding: Optional[Tensor] = None,
-        target_memory: Optional[List[Tensor]] = None,
-        target_memory_padding: Optional[Tensor] = None,
     ):
-        """The encoder output of one batch of sentences, and what the decoder reads of the
-        previous sentence, in one of two ways:
+        """fairseq's encoder output dict of one batch of sentences, in one of two ways:
 
         - whole chunks (training): the rows are the sentences of chunks (``chunk_ids``, and
-          ``chunk_positions`` in them); they are encoded here, and ``previous_rows`` tells the
-          decoder where each row's previous sentence is;
-        - sentence by sentence: ``encoded`` (S, B, C) and ``encoded_padding`` are the rows'
-          sentences as their chunk's encoding gave them (``sentence_context``), and
-          ``target_memory`` the decoder states of each row's previous sentence. ``chunk_lengths`` and
-          ``chunk_src_tokens`` were read there.
-
-        Without either, every row is a chunk of one sentence."""
+          ``chunk_positions`` in them), encoded here;
+        - sentence by sentence: ``encoded`` (S, B, C) and ``encoded_padding`` are the rows' sentences
+          as their chunk's encoding gave them (``sentence_context``)."""
         if encoded is None:
-            if chunk_ids is None:
-                chunk_ids = torch.arange(src_tokens.size(0), device=src_tokens.device)
-                chunk_positions = torch.zeros_like(chunk_ids)
             encoded, encoded_padding, _, _ = self.encode_chunks(src_tokens, chunk_ids, chunk_positions)
-            rows = [previous_rows(chunk_ids, chunk_positions)]
-        else:
-            rows = []
         return {
             "encoder_out": [encoded],
             "encoder_padding_mask": [encoded_padding],
@@ -200,15 +183,4 @@ class LocalGlobalEncoder(TransformerEncoderBase):
             "encoder_states": [],
             "src_tokens": [],
             "src_lengths": [],
-            "previous_rows": rows,
-            "target_memory": [] if target_memory is None else list(target_memory),
-            "target_memory_padding": [] if target_memory_padding is None else [target_memory_padding],
         }
-
-    def reorder_encoder_out(self, encoder_out, new_order):
-        """Beam search moves rows; the previous sentence's states move with them."""
-        reordered = super().reorder_encoder_out(encoder_out, new_order)
-        reordered["previous_rows"] = []
-        reordered["target_memory"] = [states.index_select(1, new_order) for states in encoder_out["target_memory"]]
-        reordered["target_memory_padding"] = [p.index_select(0, new_order) for p in encoder_out["target_memory_padding"]]
-        return reordered

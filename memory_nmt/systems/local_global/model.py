@@ -43,6 +43,8 @@ Choices the paper leaves open, and why:
   normalised as the current one's (``target_context.py``); a chunk of one sentence is still
   translated as by the pre-norm sentence model.
 """
+from typing import List, Optional
+
 import torch
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
@@ -51,18 +53,20 @@ from fairseq.models.transformer import (
     TransformerModel,
     base_architecture,
 )
+from torch import Tensor
 
 from ...pipeline.carry import Carry
 from ...pipeline.checkpoint_fit import CheckpointMismatchError, FitsTransformerCheckpoints
 from ...pipeline.option_ranges import OptionError
+from ...pipeline.sentence_encoding import SentenceEncoding
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
 from ..sizes import small_transformer
 from .carry import ChunkCarry
 from .decoder import LocalGlobalDecoder
-from .encoder import LocalGlobalEncoder
+from .encoder import LocalGlobalEncoder, previous_rows
 from .options import LocalGlobalOptions, local_layers
-from .target_context import aligned_right
+from .target_context import PreviousTarget, aligned_right
 
 
 @register_model("transformer_local_global")
@@ -111,6 +115,29 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
             )
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
+    def encode(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False,
+               token_embeddings: Optional[Tensor] = None, chunk_positions: Optional[Tensor] = None,
+               chunk_ids: Optional[Tensor] = None, chunk_lengths: Optional[Tensor] = None,
+               chunk_src_tokens: Optional[Tensor] = None, encoded: Optional[Tensor] = None,
+               encoded_padding: Optional[Tensor] = None, target_memory: Optional[List[Tensor]] = None,
+               target_memory_padding: Optional[Tensor] = None) -> SentenceEncoding:
+        """The encoder's output, of whole chunks (``chunk_ids``, ``chunk_positions``; neither: every row
+        a chunk of one sentence) or of sentences their chunk's encoding gave (``encoded``), and what
+        the decoder reads of each row's previous sentence (``PreviousTarget``): its row among whole
+        chunks, or the states carried from it (``target_memory``). ``chunk_lengths`` and
+        ``chunk_src_tokens`` (a chunk's source, in the batch) were read by ``starting_carry``."""
+        if encoded is None and chunk_ids is None:
+            chunk_ids = torch.arange(src_tokens.size(0), device=src_tokens.device)
+            chunk_positions = torch.zeros_like(chunk_ids)
+        encoder_out = self.encoder(src_tokens, src_lengths, return_all_hiddens, token_embeddings,
+                                   chunk_positions=chunk_positions, chunk_ids=chunk_ids, encoded=encoded,
+                                   encoded_padding=encoded_padding)
+        if not self.reads_previous_target:
+            return SentenceEncoding(encoder_out)
+        if encoded is None:
+            return SentenceEncoding(encoder_out, PreviousTarget(previous_rows=previous_rows(chunk_ids, chunk_positions)))
+        return SentenceEncoding(encoder_out, PreviousTarget(memory=target_memory, memory_padding=target_memory_padding))
+
     def chunk_sentences(self) -> int:
         return self.args.chunk_sentences
 
@@ -152,7 +179,7 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
             inputs.update(target_memory=carry.memory, target_memory_padding=carry.memory_padding)
         return SentenceContext(inputs=inputs, kept=(carry.encoded, carry.encoded_padding))
 
-    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> Carry:
+    def carry_out(self, context, lanes, net_input, target, encoding, decoder_extra=None) -> Carry:
         """Each lane's chunk encoding and the decoder states of this sentence's translation (none
         with ``--no-transformer-xl-decoder``); without a teacher-forced pass (decoding), the decoder
         is run once over ``target`` to record them. Whole chunks carry nothing on."""
@@ -162,8 +189,8 @@ class LocalGlobalTransformerModel(DocumentSystem, FitsTransformerCheckpoints, Tr
         if not self.reads_previous_target:
             return ChunkCarry(lanes, encoded, encoded_padding, [], encoded_padding.new_zeros(lanes.numel(), 0))
         if decoder_extra is None:
-            _, decoder_extra = self.decoder(
-                teacher_forcing_input(target, self.decoder.dictionary), encoder_out=encoder_out, features_only=True
+            _, decoder_extra = self.decode(
+                teacher_forcing_input(target, self.decoder.dictionary), encoding, features_only=True
             )
         memory, memory_padding = [], None
         for states in decoder_extra["target_states"]:

@@ -21,7 +21,8 @@ lies. Choices the paper leaves open, and why:
   keys of both sentences come from states of one kind (in a post-norm layer, the layer's input
   itself, as in Transformer-XL).
 
-Where the previous sentence's states come from, for one decoder call (``PreviousSentence``):
+Where the previous sentence's states come from, for one decoder call (``PreviousTarget``, which the
+model's ``encode`` gives the decoder, and the ``PreviousSentence`` the decoder makes of it):
 training on whole chunks has every sentence of a chunk in the batch, so a layer reads the
 previous sentence's row of its own input (``previous_rows``), detached; decoding one sentence at a
 time reads the states carried from the previous sentence (``memory``, one tensor per layer, its
@@ -32,8 +33,8 @@ sentence's keys and values are computed at the first step and kept with the word
 How it reaches the self-attention: as an argument. The decoder makes one ``PreviousSentence`` a
 call and runs its layers itself (``pipeline/transformer_pass.py``), handing it to each layer, which hands
 it to its self-attention (``decoder.py``); nothing of one call is left for the next. In beam search
-each step is a decoder call with the ``encoder_out`` fairseq reordered with the beams, and the keys
-and values kept from the first step are reordered with the incremental state, as fairseq's are.
+each step is a decoder call with the ``PreviousTarget`` reordered with the beams, and the keys and
+values kept from the first step are reordered with the incremental state, as fairseq's are.
 """
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -52,6 +53,26 @@ def aligned_right(states: Tensor, padding: Optional[Tensor]):
         return states, torch.zeros(states.size(1), states.size(0), dtype=torch.bool, device=states.device)
     order = torch.sort((~padding).long(), dim=1, stable=True).indices  # padding first, words in order
     return states.gather(0, order.t().unsqueeze(-1).expand(-1, -1, states.size(-1))), padding.gather(1, order)
+
+
+@dataclass(frozen=True)
+class PreviousTarget:
+    """What the decoder reads of each row's previous sentence in one sentence step (the model's
+    ``encode`` gives it): in a batch of whole chunks, the row holding it (``previous_rows``, (B,),
+    -1: none); sentence by sentence, the states carried from it (``memory``, per layer (M, B, C),
+    aligned right, and ``memory_padding`` (B, M)); neither: no previous sentence."""
+
+    previous_rows: Optional[Tensor] = None
+    memory: Optional[List[Tensor]] = None
+    memory_padding: Optional[Tensor] = None
+
+    def reordered(self, new_order: Tensor) -> "PreviousTarget":
+        """Beam search's rows ``new_order``: the carried states move with them (whole chunks are not
+        decoded: their rows are dropped)."""
+        if self.memory is None:
+            return PreviousTarget()
+        return PreviousTarget(None, [states.index_select(1, new_order) for states in self.memory],
+                              self.memory_padding.index_select(0, new_order))
 
 
 @dataclass

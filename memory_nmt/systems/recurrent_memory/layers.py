@@ -25,7 +25,7 @@ In a batch of packed rows (``pipeline/packing.py``) the read lays each row's sen
 by side and confines each token's read to its own sentence's; the passes hand the layers the masks
 that confine their attention (``masks``).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -52,6 +52,11 @@ class MemoryRead:
     rows: Optional[Tensor] = None  # beam search: the memory row each batch row reads
     packed_rows: Optional[PackedRows] = None  # packed rows: the memory is each sentence's
     side: str = "source"  # of the packed rows: "source" in the encoder, "target" in the decoder
+
+    def reordered(self, new_order: Tensor) -> "MemoryRead":
+        """Beam search's rows ``new_order`` of the batch: the memory stays one per lane, and the index
+        of the memory row each batch row reads moves."""
+        return replace(self, rows=new_order if self.rows is None else self.rows.index_select(0, new_order))
 
     def memory_of(self, name: str) -> Tuple[Tensor, Optional[Tensor]]:
         """The memory the batch's rows read, and, for packed rows, the (rows x heads, tokens, slots)

@@ -12,9 +12,10 @@ states; in decoding, those states are the chosen hypothesis's, recorded during b
 (``layers.py``; with ``--context-from reference``, from one teacher-forced decoder pass over the
 reference).
 
-The memory each layer reads reaches the decoder inside ``encoder_out["memory"]``, so that
-fairseq's ``SequenceGenerator`` hands it to the decoder at every beam step; beam reordering
-moves an index of memory rows, not the memory (``reorder_encoder_out``).
+The model's ``encode`` gives the decoder the memory its layers read (``MemoryRead``, in the
+``SentenceEncoding``, ``pipeline/sentence_encoding.py``) and the carry the states the encoder
+recorded; the document generator hands the decoder that read at every beam step, and beam
+reordering moves an index of memory rows, not the memory (``MemoryRead.reordered``).
 
 A checkpoint of fairseq's plain ``transformer`` loads into this model, post-norm or pre-norm
 (mBART's and NLLB's layers: the memory then reads the normalised residual stream, ``layers.py``):
@@ -44,9 +45,10 @@ from ...pipeline.checkpoint_fit import FitsTransformerCheckpoints
 from ...pipeline.option_ranges import OptionError, Range, flag_of
 from ...pipeline.packed_attention import Confinement
 from ...pipeline.packing import PackedRows
+from ...pipeline.sentence_encoding import SentenceEncoding
 from ...pipeline.system import DocumentSystem, SentenceContext
 from ...pipeline.teacher_forcing import teacher_forcing_input
-from ...pipeline.transformer_pass import decoder_features, encoder_features
+from ...pipeline.transformer_pass import ReadingDecoder, decoder_features, encoder_features
 from ...pipeline.truncation import WINDOW
 from ..options import SystemOptions
 from ..sizes import small_transformer
@@ -125,40 +127,21 @@ class RecurrentMemoryTransformerEncoder(_MemoryLayersMixin, TransformerEncoderBa
         token_embeddings: Optional[Tensor] = None,
         memory: Optional[Dict[str, Tensor]] = None,
         packed_rows: Optional[PackedRows] = None,
-    ):
-        """fairseq's encoder output, reading ``memory`` (all layers' memory, both sides; one
-        memory a sentence, of the sentences ``packed_rows`` lays out several to a row where given,
-        ``pipeline/packing.py``).
-
-        The returned dict adds ``memory`` (``[memory]`` for the decoder to read, ``[]``
-        without one, and the decoder reads its initial memory), ``memory_rows`` (set by beam
-        reordering, see ``reorder_encoder_out``), ``memory_states`` (the encoder's recorded
-        states, for the memory update) and ``packed_rows`` (``[packed_rows]``, or ``[]``).
-        """
+    ) -> Tuple[Dict[str, List[Tensor]], Dict[str, Tensor]]:
+        """fairseq's encoder output, reading ``memory`` (all layers' memory, both sides; None: the
+        initial memory; one memory a sentence, of the sentences ``packed_rows`` lays out several to
+        a row where given, ``pipeline/packing.py``), and the states each memory layer recorded for
+        the memory update."""
         sentences = packed_rows.sentences if packed_rows is not None else src_tokens.size(0)
         reads = MemoryRead(self.memory_to_read(memory, sentences), packed_rows=packed_rows, side="source")
         encoder_out, records = encoder_features(
             self, src_tokens, token_embeddings, return_all_hiddens, reads=reads, recompute=self.recomputes_layers,
             confinement=None if packed_rows is None else Confinement(packed_rows),
         )
-        encoder_out["memory"] = [] if memory is None else [memory]
-        encoder_out["memory_rows"] = []
-        encoder_out["memory_states"] = [self.recorded_by_name(records)]
-        encoder_out["packed_rows"] = [] if packed_rows is None else [packed_rows]
-        return encoder_out
-
-    def reorder_encoder_out(self, encoder_out, new_order):
-        """Beam search reorders the rows; the memory stays per lane, and only the index of
-        the memory row of each batch row moves (the decoder selects rows when it reads)."""
-        reordered = super().reorder_encoder_out(encoder_out, new_order)
-        rows = encoder_out["memory_rows"]
-        reordered["memory"] = encoder_out["memory"]
-        reordered["memory_rows"] = [rows[0].index_select(0, new_order) if rows else new_order]
-        reordered["memory_states"] = []
-        return reordered
+        return encoder_out, self.recorded_by_name(records)
 
 
-class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBase):
+class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, ReadingDecoder, TransformerDecoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
         super().__init__(
             without_fairseqs_checkpointing(cfg), dictionary, embed_tokens,
@@ -179,23 +162,17 @@ class RecurrentMemoryTransformerDecoder(_MemoryLayersMixin, TransformerDecoderBa
         full_context_alignment: bool = False,
         alignment_layer: Optional[int] = None,
         alignment_heads: Optional[int] = None,
+        reads: Optional[MemoryRead] = None,
     ):
-        """fairseq's decoder features, reading the memory that came with ``encoder_out``.
+        """fairseq's decoder features, the memory layers reading ``reads`` (the model's ``encode``
+        gives it; None: the initial memory).
 
         On whole sentences (no ``incremental_state``) ``extra`` gains ``memory_states`` and
         ``memory_padding_mask``: the decoder's recorded states, for the memory update.
         """
-        memory = encoder_out.get("memory") if encoder_out is not None else None
-        rows = encoder_out.get("memory_rows") if memory else None
-        packed = encoder_out.get("packed_rows") if encoder_out is not None else None
-        packed_rows = packed[0] if packed else None
-        sentences = packed_rows.sentences if packed_rows is not None else prev_output_tokens.size(0)
-        reads = MemoryRead(
-            self.memory_to_read(memory[0] if memory else None, sentences),
-            rows=rows[0] if rows else None,
-            packed_rows=packed_rows,
-            side="target",
-        )
+        if reads is None:
+            reads = MemoryRead(self.memory_to_read(None, prev_output_tokens.size(0)), side="target")
+        packed_rows = reads.packed_rows
         new = prev_output_tokens.size(1) if incremental_state is None else 1
         features, extra, records = decoder_features(
             self, prev_output_tokens, new, encoder_out, incremental_state, reads=reads,
@@ -245,6 +222,17 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         return RecurrentMemoryTransformerDecoder(
             cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
         )
+
+    def encode(self, src_tokens, src_lengths, return_all_hiddens: bool = False,
+               token_embeddings: Optional[Tensor] = None, memory: Optional[Dict[str, Tensor]] = None,
+               packed_rows: Optional[PackedRows] = None) -> SentenceEncoding:
+        """The encoder's output with ``memory`` read (None: the initial memory), the decoder's read of
+        the same memory, and the states the encoder's memory layers recorded."""
+        encoder_out, states = self.encoder(src_tokens, src_lengths, return_all_hiddens, token_embeddings,
+                                           memory=memory, packed_rows=packed_rows)
+        sentences = packed_rows.sentences if packed_rows is not None else src_tokens.size(0)
+        reads = MemoryRead(self.decoder.memory_to_read(memory, sentences), packed_rows=packed_rows, side="target")
+        return SentenceEncoding(encoder_out, reads, states)
 
     def set_num_updates(self, num_updates):
         super().set_num_updates(num_updates)
@@ -317,17 +305,17 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         off = (torch.abs(share.sum() - rate * share.numel()) for share in shares.values())
         return self.args.memory_write_cost * sum(off, memory.new_zeros(()))
 
-    def carry_out(self, context, lanes, net_input, target, encoder_out, decoder_extra=None) -> MemoryCarry:
+    def carry_out(self, context, lanes, net_input, target, encoding, decoder_extra=None) -> MemoryCarry:
         """The memory the sentence read (detached, the paper's rule, unless ``--memory-gradient
         window``) and the states it recorded; without them (decoding from the reference), the
         decoder is run once over ``target`` to record them."""
         if decoder_extra is None:
-            _, decoder_extra = self.decoder(
-                teacher_forcing_input(target, self.decoder.dictionary), encoder_out=encoder_out, features_only=True
+            _, decoder_extra = self.decode(
+                teacher_forcing_input(target, self.decoder.dictionary), encoding, features_only=True
             )
         memory = dict(context.kept) if self.args.memory_gradient == "window" else {
             name: m.detach() for name, m in context.kept.items()}
-        return self.carry_after(lanes, memory, encoder_out, decoder_extra)
+        return self.carry_after(lanes, memory, encoding, decoder_extra)
 
     def carried_gradient(self) -> str:
         if self.args.memory_gradient == "window":
@@ -353,19 +341,19 @@ class RecurrentMemoryTransformerModel(DocumentSystem, FitsTransformerCheckpoints
         return {"memory_states": states, "memory_padding_mask": padding_mask}
 
     @staticmethod
-    def carry_after(lanes: Tensor, memory: Dict[str, Tensor], encoder_out, decoder_extra) -> MemoryCarry:
+    def carry_after(lanes: Tensor, memory: Dict[str, Tensor], encoding: SentenceEncoding, decoder_extra) -> MemoryCarry:
         """What ``lanes`` carry after a sentence that read ``memory``: the states both sides
-        recorded (``encoder_out`` and the decoder's ``extra`` of a whole-sentence pass), one
+        recorded (``encoding``'s records and the decoder's ``extra`` of a whole-sentence pass), one
         sentence a row (taken out of packed rows, where they were packed)."""
-        encoder_states = encoder_out["memory_states"][0]
-        packed = encoder_out.get("packed_rows")
-        if packed:
+        encoder_states = encoding.records
+        packed = encoding.reads.packed_rows
+        if packed is not None:
             states, padding_mask = {}, {}
             for side, recorded in (("source", encoder_states), ("target", decoder_extra["memory_states"])):
                 for name, packed_states in recorded.items():
-                    states[name], padding_mask[name] = packed[0].unpack(packed_states, side)
+                    states[name], padding_mask[name] = packed.unpack(packed_states, side)
             return MemoryCarry(lanes=lanes, memory=memory, states=states, padding_mask=padding_mask)
-        encoder_padding = encoder_out["encoder_padding_mask"][0]
+        encoder_padding = encoding.encoder_out["encoder_padding_mask"][0]
         return MemoryCarry(
             lanes=lanes,
             memory=memory,
