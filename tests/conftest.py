@@ -23,6 +23,7 @@ import pytest
 import sentencepiece
 import torch
 
+from commands import run_command
 from memory_nmt_tools import prepare_documents, synthetic_documents
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,7 +102,7 @@ def fairseq_command(name):
 
 
 def run(command, cwd=None):
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    result = run_command(command, cwd=cwd)
     assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result
 
@@ -521,11 +522,10 @@ def check_clis_and_hub_translate_alike(data_bin, checkpoint, model_class, buffer
     expected = [generated[i] for i in range(sentences)]
 
     lines = (data_bin.parent / "raw" / "test.en").read_text().splitlines()
-    interactive = subprocess.run(
+    interactive = run_command(
         [fairseq_command("fairseq-interactive"), str(data_bin), *decoding,
          "--source-lang", "en", "--target-lang", "de", "--buffer-size", str(buffer_size), "--batch-size", "3"],
-        input="\n".join(lines) + "\n", capture_output=True, text=True,
-    )
+        input="\n".join(lines) + "\n")
     assert interactive.returncode == 0, interactive.stderr[-3000:]
     translated = hypotheses_of(interactive.stdout)
     assert sorted(translated) == list(range(len(lines)))

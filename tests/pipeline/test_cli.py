@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from commands import run_command
 from conftest import MEMORY_RUN, MEMORY_TRAIN, PLUGIN, REPO, TINY_MODEL, build, fairseq_command, run, save_checkpoint
 
 
@@ -136,8 +137,8 @@ def test_save_interval_updates_writes_mid_epoch_checkpoints_that_resume(data_bin
             "--gradient-across-windows drop (now recompute). fairseq-train resumes with its command line's "
             "options") in log
     other_batches = [a if a != "1-3" else "2" for a in arguments]
-    refused = subprocess.run([fairseq_command("fairseq-train"), str(data_bin), *other_batches, "--max-update", "6",
-                              "--restore-file", str(save_dir / "checkpoint_1_2.pt")], capture_output=True, text=True)
+    refused = run_command([fairseq_command("fairseq-train"), str(data_bin), *other_batches, "--max-update", "6",
+                           "--restore-file", str(save_dir / "checkpoint_1_2.pt")])
     assert refused.returncode != 0
     assert ("the checkpoint was saved 2 batches into epoch 1, whose training batches are planned otherwise now"
             in refused.stderr), refused.stderr[-2000:]
@@ -169,10 +170,10 @@ def test_a_file_that_is_not_a_whole_checkpoint_is_refused_by_name(data_bin, conc
 
 def test_an_error_in_what_the_user_gave_is_one_line_without_a_traceback(data_bin, tmp_path):
     (tmp_path / "empty.pt").write_bytes(b"")
-    result = subprocess.run([
+    result = run_command([
         fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", str(PLUGIN), "--task",
         "document_translation", "--path", str(tmp_path / "empty.pt"), "--gen-subset", "test", "--cpu",
-    ], capture_output=True, text=True)
+    ])
     assert result.returncode == 1
     assert f"fairseq-generate: error: {tmp_path / 'empty.pt'}: cannot be read as a checkpoint" in result.stderr
     assert "Traceback" not in result.stderr

@@ -4,11 +4,11 @@ line longer than the model's positions is refused by its number. The hub transla
 fairseq-generate does, and refuses a call it cannot take naming the keyword or the method."""
 import os
 import re
-import subprocess
 
 import pytest
 import torch
 
+from commands import run_command
 from conftest import CONCAT, LOCAL_GLOBAL, PLUGIN, build, fairseq_command, run
 from memory_nmt.pipeline.data import DocumentDataError
 from memory_nmt.pipeline.option_ranges import OptionError
@@ -38,12 +38,11 @@ def decoding(checkpoint):
 
 def interactive_sentences(data_bin, checkpoint, lines, buffer_size):
     """Translations of the non-empty ``lines``, checking one output per input line."""
-    result = subprocess.run(
+    result = run_command(
         [fairseq_command("fairseq-interactive"), str(data_bin), *decoding(checkpoint),
          "--source-lang", "en", "--target-lang", "de",
          "--buffer-size", str(buffer_size), "--batch-size", str(buffer_size)],
-        input="\n".join(lines) + "\n", capture_output=True, text=True,
-    )
+        input="\n".join(lines) + "\n")
     assert result.returncode == 0, result.stderr[-3000:]
     translations = hypotheses(result.stdout)
     assert sorted(translations) == list(range(len(lines))), "one output per input line"
@@ -167,12 +166,11 @@ def test_interactive_tokenizes_and_detokenizes_with_moses(data_bin, checkpoint, 
 
     lines = (data_bin.parent / "raw" / "test.en").read_text().splitlines()
     raw = [line[:-2] + "." if line.endswith(" .") else line for line in lines]
-    result = subprocess.run(
+    result = run_command(
         [fairseq_command("fairseq-interactive"), str(data_bin), *decoding(checkpoint),
          "--source-lang", "en", "--target-lang", "de", "--tokenizer", "moses",
          "--buffer-size", "4", "--batch-size", "4"],
-        input="\n".join(raw) + "\n", capture_output=True, text=True,
-    )
+        input="\n".join(raw) + "\n")
     assert result.returncode == 0, result.stderr[-3000:]
     tokenized = hypotheses(result.stdout)
     detokenized = {int(i): t for i, t in re.findall(r"^D-(\d+)\t[^\t]*\t(.*)$", result.stdout, re.M)}

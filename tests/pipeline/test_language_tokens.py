@@ -8,13 +8,13 @@ the system computes what the sentence model computes; with a language token in t
 it translates otherwise; without the checkpoint's languages it is refused, naming ``--langs``."""
 import re
 import shlex
-import subprocess
 
 import pytest
 import torch
 from fairseq import checkpoint_utils, options as fairseq_options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+from commands import run_command
 from conftest import (
     PLUGIN, REPO, batches, build, check_clis_and_hub_translate_alike, fairseq_command, run, save_checkpoint,
     script_in_process,
@@ -131,12 +131,12 @@ def test_a_checkpoint_built_with_other_options_is_refused_naming_them(data_bin, 
     shape = checkpoint_options(path, "shape")
     left_out = ("--encoder-normalize-before", "--decoder-normalize-before", "--encoder-learned-pos",
                 "--decoder-learned-pos", "--layernorm-embedding")
-    refused = subprocess.run(
+    refused = run_command(
         [fairseq_command("fairseq-train"), str(data_bin), "--user-dir", str(PLUGIN), "--task", "document_translation",
          *SYSTEMS["memory"][0], *(option for option in shape if option not in left_out), *language_options(path),
          "--finetune-from-model", path, "--criterion", "document_label_smoothed_cross_entropy", "--optimizer",
          "adam", "--lr", "1e-4", "--max-update", "1", "--max-tokens", "400", "--cpu", "--no-save",
-         "--save-dir", str(tmp_path), "-s", "en", "-t", "de"], capture_output=True, text=True)
+         "--save-dir", str(tmp_path), "-s", "en", "-t", "de"])
     assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     named = re.search(r"does not fit this model: it was built with (.*); give the checkpoint's "
                       r"\(memory-nmt-checkpoint-options", refused.stderr)

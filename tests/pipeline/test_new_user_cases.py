@@ -8,13 +8,13 @@ keywords and its numbering of sentences (``test_interactive.py``), contrastive i
 import importlib.util
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from commands import run_command
 from conftest import (
     AMN, CONCAT, LOCAL_GLOBAL, MEMORY_TRAIN, PLUGIN, TINY_DIMS, TINY_MODEL, build, fairseq_command,
     refused_option, save_checkpoint,
@@ -107,8 +107,7 @@ def test_a_model_override_that_reshapes_the_model_is_named(data_bin, local_globa
     """``--model-overrides "{'no_fusion_gate': True}"`` was answered with advice about the
     checkpoint's architecture options and the data's dictionary only."""
     _, checkpoint = local_global_checkpoint
-    done = subprocess.run(generating(data_bin, checkpoint, "--model-overrides",
-                                     "{'no_fusion_gate': True}"), capture_output=True, text=True)
+    done = run_command(generating(data_bin, checkpoint, "--model-overrides", "{'no_fusion_gate': True}"))
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1].endswith(
         "--model-overrides changed no_fusion_gate: leave out of it what shapes the model's parameters, which the "
@@ -191,7 +190,7 @@ def test_a_command_line_fairseq_fails_on_ends_in_one_line(data_bin, concat_check
         names["input"].write_bytes(given)
     arguments = [argument.format(**names) for argument in arguments]
     line = command_line(command, data_bin, concat_checkpoint, tmp_path / "checkpoints", arguments)
-    done = subprocess.run(line, input=given, capture_output=True)
+    done = run_command(line, input=given, text=False)
     stderr = done.stderr.decode("utf-8", "replace")
     message = message.format(**names)
     assert done.returncode != 0, stderr[-2000:]
@@ -227,8 +226,7 @@ def test_a_command_line_fairseq_takes_otherwise_does_what_the_user_meant(data_bi
     """A UTF-8 byte order mark at the start of fairseq-interactive's input was read as part of the
     first word; fairseq-generate --bf16 decoded in float32 without a word. Each decodes as without
     it (the byte order mark dropped, as prepare_documents.py drops it; --bf16 named)."""
-    runs = [subprocess.run(command_line(command, data_bin, concat_checkpoint, tmp_path, arguments), input=text,
-                           capture_output=True, text=True)
+    runs = [run_command(command_line(command, data_bin, concat_checkpoint, tmp_path, arguments), input=text)
             for arguments, text in (([*options, *taken], given), (options, alike))]
     assert all(run.returncode == 0 for run in runs), runs[0].stderr[-2000:] + runs[1].stderr[-2000:]
     assert decoded(runs[0].stdout) == decoded(runs[1].stdout) and decoded(runs[0].stdout)
@@ -240,10 +238,9 @@ def test_interactive_decodes_with_the_constraints_generate_refuses(data_bin, con
     """fairseq-generate --constraints is refused naming fairseq-interactive, which takes each line's
     constraints after a tab: in document mode every translation holds its line's constraints."""
     lines = ["we spent the day .\tbergen", "the crane is old .\tkranich alt", "", "we worked .\twerkstatt"]
-    done = subprocess.run(command_line("interactive", data_bin, concat_checkpoint, None,
-                                       ["--constraints", "--buffer-size", "4", "--batch-size", "4", "--max-len-b",
-                                        "10"]),
-                          input="\n".join(lines) + "\n", capture_output=True, text=True)
+    done = run_command(command_line("interactive", data_bin, concat_checkpoint, None,
+                                    ["--constraints", "--buffer-size", "4", "--batch-size", "4", "--max-len-b", "10"]),
+                       input="\n".join(lines) + "\n")
     assert done.returncode == 0, done.stderr[-2000:]
     translations = {int(i): text.split() for i, text in re.findall(r"^H-(\d+)\t[^\t]*\t(.*)$", done.stdout, re.M)}
     assert sorted(translations) == [0, 1, 2, 3] and translations[2] == []

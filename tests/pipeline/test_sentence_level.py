@@ -2,12 +2,12 @@
 as fairseq's own generator translates it, through the stock CLIs too; and the other way round,
 a document system outside the document task is refused."""
 import re
-import subprocess
 
 import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
+from commands import run_command
 from conftest import AMN, CONCAT, COMMON, PLUGIN, TINY_DIMS, TINY_MODEL, batches, build, fairseq_command, run
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.system import DocumentSystemError, SentenceLevel, document_system
@@ -57,10 +57,10 @@ def test_fairseq_generate_with_a_document_checkpoint_in_the_translation_task_end
                                                                                             concat_checkpoint):
     """Under fairseq's own task the plugin's refusal is still an error in what the user gave: the
     command line loads the plugin (--user-dir), so it ends in one line (memory_nmt/fairseq_changes.py)."""
-    done = subprocess.run([
+    done = run_command([
         fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", str(PLUGIN), "--task", "translation",
         "--path", str(concat_checkpoint), "--gen-subset", "test", "--cpu", "--max-tokens", "200",
-    ], capture_output=True, text=True)
+    ])
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert re.match(r"fairseq-generate: error: .*translates documents: use --task document_translation",
                     done.stderr.strip().splitlines()[-1]), done.stderr[-2000:]

@@ -6,11 +6,11 @@ checkpoint's options are the previous sentences, as before; fairseq-interactive,
 contrastive scorer, which cannot know them, are refused by name; fairseq-train and
 fairseq-generate end to end."""
 import re
-import subprocess
 
 import pytest
 import torch
 
+from commands import run_command
 from conftest import AMN, COMMON, Recorder, batches, build, fairseq_command, lane_steps, run, walk
 from memory_nmt.evaluation.contrastive import ContrastiveItem, score_items
 from memory_nmt.pipeline.chosen_context import ChosenContextError, chosen_sentences
@@ -177,8 +177,8 @@ def test_fairseq_train_and_generate_end_to_end_interactive_and_the_hub_refused(d
     assert all(output == outputs[0] for output in outputs)
     refusal = f"--context-choice {choice} .*fairseq-interactive, the hub.*fairseq-generate"
     if choice == "next":  # the same refusal for random: the hub's path is fairseq-interactive's
-        interactive = subprocess.run([fairseq_command("fairseq-interactive"), *decoding, "--source-lang", "en",
-                                      "--target-lang", "de"], input="a b\n", capture_output=True, text=True)
+        interactive = run_command([fairseq_command("fairseq-interactive"), *decoding, "--source-lang", "en",
+                                   "--target-lang", "de"], input="a b\n")
         assert interactive.returncode != 0 and re.search(refusal, interactive.stderr), interactive.stderr[-2000:]
     hub = AssociatedMemoryTransformerModel.from_pretrained(
         str(save_dir), checkpoint_file=checkpoint.name, data_name_or_path=str(data_bin)

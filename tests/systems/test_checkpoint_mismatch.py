@@ -19,6 +19,7 @@ import pytest
 import torch
 from fairseq.trainer import Trainer
 
+from commands import run_command
 from conftest import (AMN, COMMON, CONCAT, LOCAL_GLOBAL, REPO, TINY_DIMS, TINY_MODEL, build, fairseq_command,
                       save_checkpoint)
 from memory_nmt.pipeline.checkpoint_files import CheckpointFileError, check_checkpoint_file
@@ -195,11 +196,11 @@ def test_fairseq_train_in_a_save_dir_of_another_systems_run_ends_on_one_line(dat
     failed on the optimizer's parameter groups (ValueError)."""
     last = tmp_path / "checkpoint_last.pt"
     shutil.copy(systems["context_concat"][1], last)
-    result = subprocess.run([
+    result = run_command([
         fairseq_command("fairseq-train"), str(data_bin), *COMMON, "--task", "document_translation", *AMN,
         "--criterion", "document_label_smoothed_cross_entropy", "--lr", "1e-3", "--max-update", "1",
         "--save-dir", str(tmp_path),
-    ], capture_output=True, text=True)
+    ])
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         f"fairseq-train: error: {last} is a {ARCH['context_concat']} checkpoint, which fairseq-train resumes from "
@@ -295,8 +296,7 @@ def test_a_crafted_checkpoint_is_refused_before_it_runs_anything(concat_checkpoi
     with pytest.raises(pickle.UnpicklingError):
         checkpoint_utils.load_checkpoint_to_cpu(str(path))
     assert not marker.exists()
-    tool = subprocess.run([sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), str(path)],
-                          capture_output=True, text=True)
+    tool = run_command([sys.executable, str(REPO / "scripts" / "checkpoint_options.py"), str(path)])
     assert tool.returncode != 0 and "Traceback" not in tool.stderr, tool.stderr[-3000:]
     assert tool.stderr.strip().splitlines()[-1] == f"checkpoint_options.py: error: {message}", tool.stderr[-3000:]
     assert not marker.exists()

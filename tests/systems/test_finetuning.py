@@ -5,7 +5,6 @@ new and logged as such; a checkpoint that does not fit is refused by name; and
 own peak learning rate and warm-up."""
 import logging
 import re
-import subprocess
 
 import pytest
 import torch
@@ -13,6 +12,7 @@ from fairseq import checkpoint_utils, metrics
 from fairseq.trainer import Trainer
 
 import memory_nmt.systems.two_rate_schedule  # noqa: F401  registers the scheduler for the in-process tests
+from commands import run_command
 from conftest import (
     COMMON,
     TINY_DIMS,
@@ -81,12 +81,10 @@ def test_finetune_from_sentence_checkpoint_through_the_cli(data_bin, sentence_ch
 
 
 def test_checkpoint_of_other_dimensions_is_refused_by_name(data_bin, sentence_checkpoint, tmp_path):
-    result = subprocess.run(
+    result = run_command(
         [fairseq_command("fairseq-train"), str(data_bin), *FINETUNE, "--save-dir", str(tmp_path),
          "--finetune-from-model", str(sentence_checkpoint), "--max-update", "1",
-         "--encoder-embed-dim", "16", "--decoder-embed-dim", "16"],
-        capture_output=True, text=True,
-    )
+         "--encoder-embed-dim", "16", "--decoder-embed-dim", "16"])
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1] == (
         f"fairseq-train: error: {sentence_checkpoint} does not fit this model: it was built with --encoder-embed-dim "

@@ -6,13 +6,13 @@ by sentence computes; a chunk of one sentence is the sentence model's translatio
 nothing; and the stock CLIs, interactive mode and the hub run it. The ablations of Table 3:
 test_local_global_ablations.py."""
 import re
-import subprocess
 
 import pytest
 import torch
 from fairseq.data import data_utils
 from fairseq.sequence_generator import SequenceGenerator
 
+from commands import run_command
 from conftest import (
     COMMON, LOCAL_GLOBAL, PLUGIN, TINY_DIMS, Recorder, batches, build, check_clis_and_hub_translate_alike,
     check_hypotheses_score_as_teacher_forced, fairseq_command, fitted_parameters, lane_steps, run, save_checkpoint, walk,
@@ -396,12 +396,11 @@ def test_stock_clis_and_hub_translate_documents_alike(data_bin, local_global_che
 def test_interactive_chunks_end_where_its_buffer_does(data_bin, local_global_checkpoint):
     checkpoint, _ = local_global_checkpoint
     lines = (data_bin.parent / "raw" / "test.en").read_text().splitlines()
-    done = subprocess.run(
+    done = run_command(
         [fairseq_command("fairseq-interactive"), str(data_bin), "--user-dir", str(PLUGIN), "--task",
          "document_translation", "--path", str(checkpoint), "--beam", "2", "--max-len-b", "10", "--cpu",
          "--source-lang", "en", "--target-lang", "de", "--buffer-size", "2", "--num-workers", "0"],
-        input="\n".join(lines) + "\n", capture_output=True, text=True,
-    )
+        input="\n".join(lines) + "\n")
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(re.findall(r"^H-\d+\t", done.stdout, re.M)) == len(lines)
     assert "chunk cut by fairseq-interactive's buffer 1 times so far" in done.stderr

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 from fairseq.data.data_utils import post_process
 
+from commands import run_command
 from conftest import AMN, REPO, build, save_checkpoint, script_in_process
 from memory_nmt.evaluation import contrastive
 from memory_nmt_tools import (
@@ -111,12 +112,10 @@ def test_figures_are_those_of_the_stock_tools(compared, data_bin, monkeypatch, c
 
 
 def test_bad_system_is_refused_by_name(data_bin, tmp_path):
-    done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", "nonsense"],
-                          capture_output=True, text=True)
+    done = run_command([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", "nonsense"])
     assert done.returncode == 2 and "give NAME=CHECKPOINT" in done.stderr
     missing = tmp_path / "none.pt"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"a={missing}"],
-                          capture_output=True, text=True)
+    done = run_command([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"a={missing}"])
     assert done.returncode == 2 and f"no checkpoint file {missing}" in done.stderr
 
 
@@ -131,8 +130,8 @@ def test_model_overrides_reach_their_system_only(data_bin, tmp_path):
     options = comparison_steps.decoding_options(args, "lg-5", str(checkpoint))
     assert options[options.index("--model-overrides") + 1] == "{'chunk_sentences': 5}"
     for wrong, message in (("lg-5=chunk", "give NAME=DICT"), ("other={'a': 1}", "no --system is named other")):
-        done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"lg-5={checkpoint}",
-                               "--model-overrides", wrong], capture_output=True, text=True)
+        done = run_command([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system", f"lg-5={checkpoint}",
+                            "--model-overrides", wrong])
         assert done.returncode == 2 and message in done.stderr
 
 
@@ -375,8 +374,8 @@ def what_a_user_sees(data_bin, tmp_path_factory):
 
     def lines(situation, arguments):
         if situation == "refused":
-            done = subprocess.run([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system",
-                                   f"r={random_checkpoint}", *arguments], capture_output=True, text=True)
+            done = run_command([sys.executable, str(SCRIPT), "--data", str(data_bin), "--system",
+                                f"r={random_checkpoint}", *arguments])
             assert done.returncode == 2
             return done.stderr.splitlines()
         if situation == "one document" and situation not in seen:
