@@ -18,14 +18,14 @@ from torch import Tensor
 
 
 class DecoderReads(Protocol):
-    """What a decoder reads of its sentences' context besides the encoder's output: one value per
-    decoder call, handed to its forward as ``reads``."""
+    """What a decoder reads of its sentences' context besides the encoder's output: one value a
+    sentence step, handed to every decoder call of it as ``reads`` (reordered between beam steps)."""
 
     def reordered(self, new_order: Tensor) -> "DecoderReads":
         """The reads of batch rows ``new_order`` (beam search's expansion and reorderings)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SentenceEncoding:
     """One sentence step through a system's encoder: fairseq's ``encoder_out``; what the decoder
     reads besides (None: nothing); what the encoder recorded for ``carry_out`` (the system's; None

@@ -244,8 +244,11 @@ class SentenceLevel(SystemHooks):
         return SentenceEncoding(self.model.encoder(src_tokens, src_lengths=src_lengths, **net_input))
 
     def decode(self, prev_output_tokens, encoding: SentenceEncoding, incremental_state=None, **options):
-        return self.model.decoder(prev_output_tokens, encoder_out=encoding.encoder_out,
-                                  incremental_state=incremental_state, **options)
+        """The decoder's forward; an incremental state only where there is one (a decoder that is not
+        incremental takes none)."""
+        if incremental_state is not None:
+            options["incremental_state"] = incremental_state
+        return self.model.decoder(prev_output_tokens, encoder_out=encoding.encoder_out, **options)
 
     def starting_carry(self, lanes, rows, net_input) -> Carry:
         return Carry(lanes)

@@ -9,6 +9,9 @@ import torch
 
 from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, batches, build, make_reads_nonzero
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
+from memory_nmt.systems.context_concat.model import TargetPrefix
+from memory_nmt.systems.local_global.target_context import PreviousTarget
+from memory_nmt.systems.recurrent_memory.layers import MemoryRead
 
 SENTENCE = ["--arch", "transformer", *TINY_DIMS]
 
@@ -43,9 +46,8 @@ def test_documents_decoded_together_or_alone_give_the_same_translations(data_bin
 
 
 @pytest.mark.parametrize("arch, reads", [
-    (TINY_MODEL, "MemoryRead"), ([*CONCAT, "--target-context", "1"], "TargetPrefix"), (AMN, None),
-    (LOCAL_GLOBAL, "PreviousTarget"),
-    (SENTENCE, None),
+    (TINY_MODEL, MemoryRead), ([*CONCAT, "--target-context", "1"], TargetPrefix), (AMN, None),
+    (LOCAL_GLOBAL, PreviousTarget), (SENTENCE, None),
 ], ids=["memory", "concat", "amn", "local_global", "transformer"])
 def test_the_decoder_gets_fairseqs_encoder_output_and_its_context_as_an_argument(data_bin, monkeypatch, arch, reads):
     """At every beam step of a document's later sentences, the encoder output the decoder gets has
@@ -69,12 +71,14 @@ def test_the_decoder_gets_fairseqs_encoder_output_and_its_context_as_an_argument
         for sample in batches(task, "test", max_tokens=1000)[:2]:
             generator.generate([model], sample)
     assert seen and all(keys <= plain_keys for keys, _, _ in seen)
-    later = seen[-1]
-    assert type(later[1]).__name__ == reads if reads else later[1] is None
-    if reads:
-        rows = {"MemoryRead": lambda r: r.rows, "TargetPrefix": lambda r: r.tokens,
-                "PreviousTarget": lambda r: r.memory_padding}[reads](later[1])
-        assert rows.size(0) == later[2], "the reads are reordered with the beams"
+    later = [(given, rows) for _, given, rows in seen if given is not None]
+    if reads is None:
+        assert not later
+        return
+    rows_of = {MemoryRead: lambda given: given.rows, TargetPrefix: lambda given: given.tokens,
+               PreviousTarget: lambda given: given.memory_padding}[reads]
+    assert later and all(isinstance(given, reads) and rows_of(given).size(0) == rows for given, rows in later), \
+        "the reads are reordered with the beams"
 
 
 def test_memory_fixed_during_beam_search_and_updated_after(data_bin):

@@ -65,7 +65,7 @@ from ..previous_sentences import PreviousSentencesSystem, unpadded
 from ..sizes import small_transformer
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TargetPrefix:
     """The previous target sentences the decoder reads before the current one: (B, P) tokens,
     right-padded, each row starting with the token decoding starts from."""

@@ -2,13 +2,13 @@
 
 Decoder (section 4.2): fairseq's decoder whose self-attention also reads the previous target
 sentence of the chunk, Transformer-XL style, with no gradient into it (``target_context.py``).
-What it reads is its forward's ``reads`` (``PreviousTarget``, which the model's ``encode`` gives): the
-previous sentence's row in a batch of whole chunks, or the states carried from it (sentence by
-sentence). Each decoder call runs its
-layers itself (``pipeline/transformer_pass.py``) and hands them the previous sentence as an argument,
-which each layer hands its self-attention; a call over whole sentences returns what each layer's
-self-attention read (the layer's input; in pre-norm layers, that input through the layer's
-``self_attn_layer_norm``), which the model (``model.py``) carries to the next sentence.
+What it reads is its forward's ``reads`` (``PreviousTarget``, which the model's ``encode`` gives):
+the previous sentence's row in a batch of whole chunks, or the states carried from it (sentence by
+sentence). Each decoder call runs its layers itself (``pipeline/transformer_pass.py``) and hands
+them the previous sentence as an argument, which each layer hands its self-attention; a call over
+whole sentences returns what each layer's self-attention read (the layer's input; in pre-norm
+layers, that input through the layer's ``self_attn_layer_norm``), which the model (``model.py``)
+carries to the next sentence.
 """
 from typing import Dict, List, Optional
 

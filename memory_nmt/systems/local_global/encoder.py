@@ -174,6 +174,9 @@ class LocalGlobalEncoder(TransformerEncoderBase):
           ``chunk_positions`` in them), encoded here;
         - sentence by sentence: ``encoded`` (S, B, C) and ``encoded_padding`` are the rows' sentences
           as their chunk's encoding gave them (``sentence_context``)."""
+        if encoded is None and chunk_ids is None:
+            raise ValueError("the local+global encoder takes whole chunks (chunk_ids, chunk_positions) or "
+                             "its chunks' encoding (encoded): the model's encode gives them")
         if encoded is None:
             encoded, encoded_padding, _, _ = self.encode_chunks(src_tokens, chunk_ids, chunk_positions)
         return {

@@ -55,7 +55,7 @@ def aligned_right(states: Tensor, padding: Optional[Tensor]):
     return states.gather(0, order.t().unsqueeze(-1).expand(-1, -1, states.size(-1))), padding.gather(1, order)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PreviousTarget:
     """What the decoder reads of each row's previous sentence in one sentence step (the model's
     ``encode`` gives it): in a batch of whole chunks, the row holding it (``previous_rows``, (B,),
