@@ -2,10 +2,10 @@
 real documents of ../shared/data they run on (tests skipped where it is absent)."""
 import os
 import subprocess
-import sys
 
 import pytest
 
+from commands import served_python
 from conftest import REPO
 
 RECIPES = REPO / "examples" / "recipes"
@@ -17,11 +17,14 @@ needs_shared_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"{DATA} is abs
 
 def run_recipe(script, work, *args, **env):
     """Run a recipe with the Python that runs the tests (PYTHON: python3 would go through a version
-    manager's shim, if any, at every step); return its combined output, failing the test with it if it fails."""
-    environment = {**os.environ, "WORK_DIR": str(work), "OMP_NUM_THREADS": "1", "PYTHON": sys.executable,
+    manager's shim, if any, at every step), its Python commands run by a command server
+    (``commands.served_python``, started as the recipe's commands start: common.sh exports
+    PYTHONUNBUFFERED=1); return its combined output, failing the test with it if it fails."""
+    environment = {**os.environ, "WORK_DIR": str(work), "OMP_NUM_THREADS": "1",
                    **{key: str(value) for key, value in env.items()}}
-    result = subprocess.run(["bash", str(RECIPES / script), *args], env=environment,
-                            cwd=REPO, capture_output=True, text=True)
+    with served_python({**environment, "PYTHONUNBUFFERED": "1"}) as python:
+        result = subprocess.run(["bash", str(RECIPES / script), *args], env={**environment, "PYTHON": python},
+                                cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, f"{script} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
 

@@ -1,6 +1,7 @@
 """Same seed, same data: the same checkpoint on CPU and the same generated output."""
 import torch
 
+from commands import run_command
 from conftest import MEMORY_RUN, PLUGIN, fairseq_command, run
 
 
@@ -8,7 +9,9 @@ def test_same_seed_same_checkpoint_and_translations(data_bin, memory_run, tmp_pa
     """memory_run's fairseq-train (dropout on) again, in a process of its own."""
     first, _ = memory_run
     second = tmp_path / "second"
-    run([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_RUN, "--save-dir", str(second), "--max-update", "4"])
+    trained = run_command([fairseq_command("fairseq-train"), str(data_bin), *MEMORY_RUN, "--save-dir", str(second),
+                           "--max-update", "4"], fresh=True)
+    assert trained.returncode == 0, trained.stderr[-3000:]
     outputs = []
     for save_dir in (first, second):
         generated = run([
