@@ -79,11 +79,7 @@ class LocalGlobalDecoder(ReadingDecoder, TransformerDecoderBase):
         gives (None: none). On whole sentences (no ``incremental_state``) ``extra`` gains
         ``target_states`` (what each layer's self-attention read) and ``target_padding``, for the
         next sentence."""
-        reads = reads if reads is not None else PreviousTarget()
-        previous = PreviousSentence(
-            memory=reads.memory, memory_padding=reads.memory_padding, previous_rows=reads.previous_rows,
-            record=incremental_state is None,
-        )
+        previous = PreviousSentence(reads if reads is not None else PreviousTarget(), record=incremental_state is None)
         new = prev_output_tokens.size(1) if incremental_state is None else 1
         features, extra, _ = decoder_features(
             self, prev_output_tokens, new, encoder_out, incremental_state, reads=previous,

@@ -74,17 +74,6 @@ class PreviousTarget:
         return PreviousTarget(None, [states.index_select(1, new_order) for states in self.memory],
                               self.memory_padding.index_select(0, new_order))
 
-
-@dataclass
-class PreviousSentence:
-    """What the decoder's self-attention layers read of the previous sentence, for one decoder call."""
-
-    memory: Optional[List[Tensor]] = None  # per layer (M, B, C), aligned right
-    memory_padding: Optional[Tensor] = None  # (B, M)
-    previous_rows: Optional[Tensor] = None  # whole chunks: (B,) row of each row's previous sentence, -1: none
-    record: bool = False  # keep what each layer's self-attention reads (whole sentences)
-    states: Dict[int, Tensor] = field(default_factory=dict)
-
     def of_layer(self, layer: int, inputs: Tensor, padding: Optional[Tensor]):
         """(states (M, B, C), padding (B, M)) that layer ``layer`` reads before the sentence's own
         words, whose self-attention reads ``inputs`` (T, B, C) with ``padding`` (B, T)."""
@@ -100,6 +89,17 @@ class PreviousSentence:
         return inputs.new_zeros(0, inputs.size(1), inputs.size(2)), torch.zeros(
             inputs.size(1), 0, dtype=torch.bool, device=inputs.device
         )
+
+
+@dataclass
+class PreviousSentence:
+    """One decoder call's reading of the previous sentence: what its self-attention layers read
+    (``read``) and, where ``record`` (whole sentences), what each of them read of its own sentence
+    (``states``, by layer), for the next sentence."""
+
+    read: PreviousTarget = field(default_factory=PreviousTarget)
+    record: bool = False
+    states: Dict[int, Tensor] = field(default_factory=dict)
 
 
 class RelativePositions(nn.Module):
@@ -159,7 +159,7 @@ class PreviousSentenceAttention(MultiheadAttention):
             values = torch.cat([saved["prev_value"], self._heads(self.v_proj(query))], dim=2)
             padding = torch.cat([saved["prev_key_padding_mask"], own_padding], dim=1)
         else:
-            memory, memory_padding = previous.of_layer(self.layer, query, key_padding_mask)
+            memory, memory_padding = previous.read.of_layer(self.layer, query, key_padding_mask)
             both = torch.cat([memory, query], dim=0)
             keys, values = self._heads(self.k_proj(both)), self._heads(self.v_proj(both))
             padding = torch.cat([memory_padding, own_padding], dim=1)
