@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from python_shim import startup
+from python_shim import request_of, startup
 
 SERVER = Path(__file__).with_name("command_server.py")
 SHIM = Path(__file__).with_name("python_shim.py")
@@ -44,9 +44,7 @@ class CommandServer:
     def run(self, request: dict) -> int:
         if self.process is None:
             self.environment = self.environment or request["env"]
-            self.process = subprocess.Popen([sys.executable, str(SERVER)], stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, stderr=self.errors, text=True,
-                                            env=self.environment, start_new_session=True)
+            self.process = started_server([], self.environment, self.errors, stdin=subprocess.PIPE)
         try:
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
@@ -56,17 +54,33 @@ class CommandServer:
             raise
         if not answer:
             self.stop()
-            self.errors.seek(0)
-            raise RuntimeError(f"the command server ended while running {request['argv']}:\n{self.errors.read()[-3000:]}")
+            raise RuntimeError(f"the command server ended while running {request['argv']}:\n{tail(self.errors)}")
         return int(answer)
 
     def stop(self):
         """End the server and a command it runs."""
         if self.process is not None:
-            if self.process.poll() is None:
-                os.killpg(self.process.pid, 9)
-            self.process.wait()
+            stopped(self.process)
             self.process = None
+
+
+def started_server(arguments, environment: dict, errors, **streams) -> subprocess.Popen:
+    """``command_server.py`` with ``arguments``, in a session of its own (``stopped`` ends it and the
+    command it runs), its output a text pipe and its errors in the file ``errors``."""
+    return subprocess.Popen([sys.executable, str(SERVER), *arguments], env=environment, stdout=subprocess.PIPE,
+                            stderr=errors, text=True, start_new_session=True, **streams)
+
+
+def stopped(server: subprocess.Popen):
+    if server.poll() is None:
+        os.killpg(server.pid, 9)
+    server.wait()
+
+
+def tail(errors) -> str:
+    """The end of what a server wrote to its file of errors."""
+    errors.seek(0)
+    return errors.read()[-3000:]
 
 
 COMMAND_SERVER = CommandServer()
@@ -76,11 +90,8 @@ def python_program(command, cwd) -> Optional[dict]:
     """What the server runs for ``command`` (its ``script`` or ``module``, and ``argv``), or None for
     a command it does not run."""
     program = str(command[0])
-    if program == sys.executable and len(command) > 2 and command[1] == "-m":
-        return {"module": str(command[2]), "script": None, "argv": [str(part) for part in command[2:]]}
-    if program == sys.executable and len(command) > 1 and str(command[1]).endswith(".py"):
-        script = Path(cwd or os.getcwd()) / str(command[1])
-        return {"module": None, "script": str(script), "argv": [str(part) for part in command[1:]]}
+    if program == sys.executable:
+        return request_of([str(part) for part in command[1:]], str(cwd or os.getcwd()))
     path = Path(program)
     if path.parent == PYTHON_BIN and SERVED_SCRIPTS.fullmatch(path.name) and path.is_file():
         return {"module": None, "script": str(path), "argv": [str(part) for part in command]}
@@ -119,17 +130,14 @@ def served_python(environment: dict):
         socket_path, startup_path, python = (Path(directory) / name for name in ("socket", "startup.json", "python"))
         startup_path.write_text(json.dumps(startup(environment)), encoding="utf-8")
         errors = tempfile.TemporaryFile(mode="w+")
-        server = subprocess.Popen([sys.executable, str(SERVER), "--socket", str(socket_path)], env=environment,
-                                  stdout=subprocess.PIPE, stderr=errors, text=True, start_new_session=True)
+        server = started_server(["--socket", str(socket_path)], environment, errors)
         try:
             if server.stdout.readline().strip() != "ready":
-                errors.seek(0)
-                raise RuntimeError(f"the recipe's command server did not start:\n{errors.read()[-3000:]}")
+                raise RuntimeError(f"the recipe's command server did not start:\n{tail(errors)}")
             python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -E -s -S {shlex.quote(str(SHIM))} "
                               f"{shlex.quote(str(socket_path))} {shlex.quote(str(startup_path))} \"$@\"\n")
             python.chmod(0o755)
             yield str(python)
         finally:
-            os.killpg(server.pid, 9)
-            server.wait()
+            stopped(server)
             errors.close()

@@ -21,12 +21,14 @@ def startup(environment) -> dict:
     return {name: value for name, value in environment.items() if STARTUP_VARIABLES.fullmatch(name)}
 
 
-def request_of(arguments):
-    """The request for Python's ``arguments``, or None where the server does not run them."""
+def request_of(arguments, cwd: str):
+    """The request for Python's ``arguments`` in the working directory ``cwd`` (``-m module`` or a
+    ``script.py`` there), or None where the server does not run them."""
     if len(arguments) >= 2 and arguments[0] == "-m":
         return {"module": arguments[1], "script": None, "argv": arguments[1:]}
-    if arguments and arguments[0].endswith(".py") and os.path.isfile(arguments[0]):
-        return {"module": None, "script": os.path.abspath(arguments[0]), "argv": arguments}
+    script = os.path.join(cwd, arguments[0]) if arguments else ""
+    if script.endswith(".py") and os.path.isfile(script):
+        return {"module": None, "script": os.path.abspath(script), "argv": arguments}
     return None
 
 
@@ -34,7 +36,7 @@ def main():
     socket_path, startup_path, *arguments = sys.argv[1:]
     with open(startup_path, encoding="utf-8") as opened:
         served = startup(os.environ) == json.load(opened)
-    request = request_of(arguments) if served else None
+    request = request_of(arguments, os.getcwd()) if served else None
     if request is None:
         os.execv(sys.executable, [sys.executable, *arguments])
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
