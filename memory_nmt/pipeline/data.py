@@ -3,8 +3,8 @@
 A split is fairseq-preprocess output (a ``LanguagePairDataset`` of sentences) plus its
 document index ``{split}.{src}-{tgt}.docids``: one document id per sentence line, each
 document's sentences contiguous and in order (``read_docids``). ``DocumentDataset`` is the split
-with its documents; it fills groups of lanes and makes and collates their sentence steps, which
-the planners (``planners.py``) deal to workers and batches.
+with its documents; it fills groups of lanes and makes their sentence steps (``lane_steps.py``),
+which the planners (``planners.py``) deal to workers and batches.
 
 How documents become steps in validation and decoding (``planners.DocumentLanes``), with 5
 documents A(3 sentences) B(3) C(2) D(2) E(1)::
@@ -20,12 +20,9 @@ with every batch, see ``carry.py``). Documents are sorted by length before group
 lanes empty late. ``--max-tokens`` bounds the padded tokens of every step, counting the previous
 sentences a system prepends to each sentence (``step_tokens``).
 
-A ``SentenceStep`` also describes training's steps in lanes that refill (``refilled_lanes.py``:
-a lane takes its next document as soon as one ends, each row saying whether it goes on with its
-lane's document, ``continues``), whose sentences may go through the model in several forward
-passes (``passes``) or several to a row (``packed``, ``packing.py``): a step's rows stay one step
-for the carry and the gradient (``criterion.py``); only the padding changes. ``collate_step``
-makes a step's batch (``samples.py``'s ``LaneStep``).
+Training in lanes that refill (``refilled_lanes.py``: a lane takes its next document as soon as
+one ends) and on whole chunks has steps of its own. Each kind of step is a type of
+``lane_steps.py`` that collates its own batch (``samples.py``'s ``LaneStep``).
 
 A system whose sentences read context sentences the data chooses (the next ones, or random ones
 of other documents: ``chosen_context.py``) gets, in every batch, each row's chosen sentences
@@ -48,18 +45,16 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
-import torch
 from fairseq.data import FairseqDataset
 
 from memory_nmt_tools.document_index import read_document_ids
 from memory_nmt_tools.text_files import TextFileError
 
 from .chosen_context import ChosenSentences, ContextChoice, choose
-from .chunks import chunk_inputs, cut_into_chunks
+from .chunks import cut_into_chunks
 from .errors import InputError
+from .lane_steps import ChunkStep, SentenceStep, StepPosition, WholeChunkStep
 from .option_ranges import OptionError
-from .packing import collate_packed
-from .samples import lane_pass, lane_step_sample
 
 
 class DocumentDataError(InputError):
@@ -71,28 +66,6 @@ class Document:
     doc_id: str
     first: int  # index of its first sentence in the split
     length: int  # number of sentences
-
-
-@dataclass(frozen=True)
-class StepPosition:
-    """Where a batch stands: which stream (split), group and step; whether the group ends."""
-
-    stream: str
-    group: int
-    step: int
-    ends_group: bool
-
-
-@dataclass(frozen=True)
-class SentenceStep:
-    position: StepPosition
-    sentences: Tuple[int, ...]  # dataset indices, one per lane still in its document
-    lanes: Tuple[int, ...]
-    passes: Tuple[Tuple[int, ...], ...] = ()  # positions in ``sentences`` per forward pass; () is one
-    chunk_positions: Tuple[int, ...] = ()  # chunked systems: each sentence's index in its chunk
-    chunk_starts: Tuple[Tuple[int, ...], ...] = ()  # chunked sentence steps: per row, its chunk's sentences where it starts it
-    continues: Tuple[bool, ...] = ()  # refilled lanes (``refilled_lanes.py``): per row, whether it goes on with its lane's document
-    packed: Tuple[Tuple[Tuple[int, ...], ...], ...] = ()  # sentences packed (``packing.py``): per pass, its rows' positions in ``sentences``
 
 
 def read_docids(path: str, num_sentences: int) -> List[Document]:
@@ -342,112 +315,45 @@ class DocumentDataset(FairseqDataset):
             rows, widest = rows + chunk.length, max(widest, chunk_widest)
         return groups
 
-    def whole_chunk_step(self, group_index: int, group: List[Document]) -> SentenceStep:
+    def whole_chunk_step(self, group_index: int, group: List[Document]) -> WholeChunkStep:
         """The one batch of a group of whole chunks: every sentence a row, a chunk's rows in its lane."""
         rows = [(lane, t) for lane, chunk in enumerate(group) for t in range(chunk.length)]
-        return SentenceStep(
+        return WholeChunkStep(
             StepPosition(self.stream, group_index, 0, ends_group=True),
             sentences=tuple(group[lane].first + t for lane, t in rows),
             lanes=tuple(lane for lane, _ in rows),
             chunk_positions=tuple(t for _, t in rows),
         )
 
-    def group_steps(
-        self,
-        group_index: int,
-        group: List[Document],
-        chunked: bool = False,
-    ) -> List[SentenceStep]:
+    def group_steps(self, group_index: int, group: List[Document], chunked: bool = False) -> List[SentenceStep]:
         """The batches of one group: step t holds sentence t of every document that long. With
-        ``chunked``, the documents are chunks: step 0 brings each chunk's sentences."""
+        ``chunked``, the documents are chunks (``ChunkStep``): step 0 brings each chunk's sentences."""
         steps = []
         length = max(document.length for document in group)
         for t in range(length):
             lanes = [lane for lane, document in enumerate(group) if t < document.length]
-            steps.append(
-                SentenceStep(
-                    StepPosition(self.stream, group_index, t, ends_group=t == length - 1),
-                    sentences=tuple(group[lane].first + t for lane in lanes),
-                    lanes=tuple(lanes),
-                    chunk_positions=(t,) * len(lanes) if chunked else (),
-                    chunk_starts=tuple(
-                        tuple(range(group[lane].first, group[lane].first + group[lane].length)) for lane in lanes
-                    ) if chunked and t == 0 else (),
-                )
-            )
+            position = StepPosition(self.stream, group_index, t, ends_group=t == length - 1)
+            sentences = tuple(group[lane].first + t for lane in lanes)
+            if chunked:
+                starts = tuple(range(group[lane].first, group[lane].first + group[lane].length) for lane in lanes)
+                steps.append(ChunkStep(position, sentences, tuple(lanes), chunk_positions=(t,) * len(lanes),
+                                       chunk_starts=tuple(map(tuple, starts)) if t == 0 else ()))
+            else:
+                steps.append(SentenceStep(position, sentences, tuple(lanes)))
         return steps
 
-    def collate_step(self, step: SentenceStep) -> dict:
-        """The batch of one step (``samples.py``'s ``LaneStep``): fairseq's batch of each forward
-        pass, with each row's lane (and, where lanes refill, whether it goes on with its document)."""
-        if step.packed:
-            passes = [self.collate_packed(step, rows) for rows in step.packed]
-        else:
-            passes = [
-                self.collate_rows(step, [step.sentences[row] for row in rows])
-                for rows in (step.passes or [range(len(step.sentences))])
-            ]
-        return lane_step_sample(step.position, passes)
-
-    def collate_rows(self, step: SentenceStep, sentences: Sequence[int]) -> dict:
-        """One forward pass of ``step``, its ``sentences`` one a row (fairseq orders the rows)."""
+    def sentence_rows(self, sentences: Sequence[int]) -> dict:
+        """fairseq's batch of ``sentences``, one a row (fairseq orders the rows), with their chosen
+        context sentences."""
         batch = self.pairs.collater([self.pairs[index] for index in sentences])
-        ids = batch["id"].tolist()
-        lane_of = dict(zip(step.sentences, step.lanes))
-        continues_of = dict(zip(step.sentences, step.continues))
         self.add_chosen_context(batch)
-        if step.chunk_positions:
-            position_of = dict(zip(step.sentences, step.chunk_positions))
-            start_of = dict(zip(step.sentences, step.chunk_starts))
-            batch["net_input"].update(chunk_inputs(
-                [position_of[index] for index in ids],
-                [[self.pairs[j]["source"] for j in start_of[index]] if index in start_of else None for index in ids],
-                self.pairs.src_dict.pad(),
-            ))
-        return lane_pass(
-            batch, torch.tensor([lane_of[index] for index in ids]), step.position,
-            continues=torch.tensor([continues_of[index] for index in ids]) if step.continues else None,
-        )
-
-    def collate_packed(self, step: SentenceStep, rows: Tuple[Tuple[int, ...], ...]) -> dict:
-        """The batch of one pass of ``step`` whose sentences lie several to a row (``rows``: the
-        positions in the step of each row's sentences): fairseq's keys, every per-row one per
-        sentence (``id``, ``lanes``, ``continues``, in the rows' order), and where they lie."""
-        order = [place for row in rows for place in row]
-        sentences = [step.sentences[place] for place in order]
-        items = [self.pairs[index] for index in sentences]
-        net_input, target, layout = collate_packed(
-            [item["source"] for item in items], [item["target"] for item in items],
-            packed_places(rows),
-            self.pairs.src_dict.pad(), self.pairs.eos,  # the token targets end with (language_tokens.py)
-        )
-        batch = {
-            "id": torch.tensor(sentences),
-            "nsentences": len(sentences),
-            "ntokens": int(sum(item["target"].numel() for item in items)),
-            "net_input": net_input,
-            "target": target,
-        }
-        return lane_pass(
-            batch, torch.tensor([step.lanes[place] for place in order]), step.position,
-            continues=torch.tensor([step.continues[place] for place in order]) if step.continues else None,
-            packed_rows=layout,
-        )
+        return batch
 
     def add_chosen_context(self, batch: dict):
         """Each row's chosen context sentences into ``batch``'s ``net_input``, where the split has
         them (``chosen_context.py``)."""
         if self.chosen is not None:
             batch["net_input"].update(self.chosen.inputs(batch["id"].tolist(), self.pairs))
-
-
-def packed_places(rows: Sequence[Sequence[int]]) -> List[List[int]]:
-    """Rows of step positions renumbered as the pass lists its sentences: the rows' one after the other."""
-    places, first = [], 0
-    for row in rows:
-        places.append(list(range(first, first + len(row))))
-        first += len(row)
-    return places
 
 
 def side_limits(max_positions) -> Tuple[Optional[int], Optional[int]]:

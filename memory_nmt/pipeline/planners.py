@@ -28,7 +28,8 @@ import numpy as np
 import torch
 from fairseq.data import data_utils
 
-from .data import DocumentDataError, DocumentDataset, SentenceStep, StepPosition
+from .data import DocumentDataError, DocumentDataset
+from .lane_steps import SentenceStep, StepPosition, digest_text
 from .samples import lane_window_sample
 
 
@@ -64,8 +65,18 @@ class PlannedEpoch:
 
 
 def plan_digest(plan) -> str:
-    """A digest of an epoch's plan (what ``repr`` shows of it: steps, windows, batches of indices)."""
-    return hashlib.sha256(repr(plan).encode("utf-8")).hexdigest()
+    """A digest of an epoch's plan (``plan_text``)."""
+    return hashlib.sha256(plan_text(plan).encode("utf-8")).hexdigest()
+
+
+def plan_text(plan) -> str:
+    """An epoch's plan as text: its lists (of workers, windows, steps) as Python writes lists, each
+    step as ``lane_steps.digest_text`` writes it, anything else (batches of indices, the seed) by ``repr``."""
+    if isinstance(plan, list):
+        return "[" + ", ".join(plan_text(part) for part in plan) + "]"
+    if isinstance(plan, SentenceStep):
+        return digest_text(plan)
+    return repr(plan)
 
 
 class EpochItems(torch.utils.data.Dataset):
@@ -90,31 +101,26 @@ class EpochItems(torch.utils.data.Dataset):
     def __getitem__(self, index):
         return self.items[index]
 
-    def samples_before(self, position: StepPosition) -> List[dict]:
-        """The batches of the steps of ``position``'s group before it, in order, from which what
-        its lanes carry into it comes: all of them, or with lanes that refill
-        (``refilled_lanes.py``) those since the earliest start of the documents its rows go on
-        with, and at least the step before (where every row starts a document)."""
+    def steps_before(self, position: StepPosition) -> List[SentenceStep]:
+        """The steps of ``position``'s group before it, in order, from which what its lanes carry
+        into it comes (the step's ``first_carried``)."""
         group = [step for item in self.items if item for step in item if step.position.group == position.group]
         earlier = [step for step in group if step.position.step < position.step]
         current = next(step for step in group if step.position.step == position.step)
-        if not current.continues:
-            return [self.dataset.collate_step(step) for step in earlier]
-        waiting = {lane for lane, goes_on in zip(current.lanes, current.continues) if goes_on}
-        first = len(earlier)
-        while first == len(earlier) or (waiting and first > 0):  # the step before, whose carry the store expects
-            first -= 1
-            waiting -= {lane for lane, goes_on in zip(earlier[first].lanes, earlier[first].continues) if not goes_on}
-        return [self.dataset.collate_step(step) for step in earlier[first:]]
+        return earlier[current.first_carried(earlier):]
+
+    def samples_before(self, position: StepPosition) -> List[dict]:
+        """The batches of ``steps_before(position)``."""
+        return [step.collate(self.dataset) for step in self.steps_before(position)]
 
     def collater(self, items):
         (item,) = items
         if item is None:
             return {}
         if self.windows:
-            return lane_window_sample([self.dataset.collate_step(step) for step in item])
+            return lane_window_sample([step.collate(self.dataset) for step in item])
         (step,) = item
-        return self.dataset.collate_step(step)
+        return step.collate(self.dataset)
 
 
 def deal_to_shards(steps: List[int], num_shards: int, what: str = "document groups") -> List[List[int]]:

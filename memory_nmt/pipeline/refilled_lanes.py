@@ -32,11 +32,11 @@ epoch's dealing. How a step's sentences go into rows is its row layout, one of:
 
 - ``OneSentenceARow``: each sentence a row (with the context a system reads before it), the
   rows padded to the widest of their pass; a step's passes (of similar widths,
-  ``forward_passes``) fit --max-tokens together;
+  ``forward_passes``) fit --max-tokens together; its steps are ``lane_steps.RefilledStep``;
 - ``SentencesPacked``: several sentences a row (``packing.py``), each pass of the step's
   sentences within --max-tokens, for a system whose sentences can be packed (``system.py``'s
   ``packs_rows``). A row is as long as the sentences it holds, not as the step's widest, so
-  a long sentence does not set how many lanes the epoch has.
+  a long sentence does not set how many lanes the epoch has. Its steps are ``lane_steps.PackedStep``.
 """
 import logging
 from collections import defaultdict, deque
@@ -46,7 +46,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from fairseq.data import data_utils
 
-from .data import Document, DocumentDataset, SentenceStep, StepPosition
+from .data import Document, DocumentDataset
+from .lane_steps import PackedStep, RefilledStep, Rows, SentenceStep, StepPosition
 from .packing import pack, padded_tokens
 from .planners import EpochItems, EpochRequest, PlannedEpoch, deal_to_shards, windows_of
 
@@ -113,12 +114,17 @@ class OneSentenceARow:
     def refuse_wider(self, dataset: DocumentDataset, document: Document, widths: Sequence[int]):
         dataset.refuse_wider_than(self.max_tokens, document, widths, self.context)
 
-    def passes(self, widths: Sequence[int]) -> Optional[dict]:
-        """The ``SentenceStep`` fields that lay out rows of ``widths``, or None when they do not fit."""
+    def passes(self, widths: Sequence[int]) -> Optional[Rows]:
+        """The forward passes of rows of ``widths`` (each its rows' places; () for one), or None
+        when they do not fit."""
         tokens, passes = forward_passes(list(widths), self.max_passes)
         if self.max_tokens is not None and tokens > self.max_tokens:
             return None
-        return {"passes": tuple(tuple(rows) for rows in passes) if len(passes) > 1 else ()}
+        return tuple(tuple(rows) for rows in passes) if len(passes) > 1 else ()
+
+    def step(self, position: StepPosition, sentences, lanes, continues, widths) -> RefilledStep:
+        """The step of ``sentences`` (of ``widths``) laid out so: one a row, in its passes."""
+        return RefilledStep(position, sentences, lanes, continues, passes=self.passes(widths))
 
 
 @dataclass(frozen=True)
@@ -143,9 +149,10 @@ class SentencesPacked:
     def refuse_wider(self, dataset: DocumentDataset, document: Document, widths: Sequence[Tuple[int, int]]):
         dataset.refuse_wider_than(self.max_tokens, document, [max(width) for width in widths], (0, 0))
 
-    def passes(self, widths: Sequence[Tuple[int, int]]) -> Optional[dict]:
+    def passes(self, widths: Sequence[Tuple[int, int]]) -> Optional[Tuple[Rows, ...]]:
         """The step's sentences, dealt to 1, 2, ... ``max_passes`` passes (longest first, in turn,
-        back and forth), packed pass by pass: the fewest passes that each fit; None if none do."""
+        back and forth), packed pass by pass: the fewest passes that each fit (each its rows, each
+        the places of the row's sentences); None if none do."""
         order = sorted(range(len(widths)), key=lambda i: (-sum(widths[i]), i))
         for count in range(1, min(self.max_passes, len(widths)) + 1):
             dealt = [[] for _ in range(count)]
@@ -159,8 +166,12 @@ class SentencesPacked:
                 if self.max_tokens is not None and padded_tokens([widths[i] for i in sentences], rows) > self.max_tokens:
                     break
             else:
-                return {"packed": tuple(passes)}
+                return tuple(passes)
         return None
+
+    def step(self, position: StepPosition, sentences, lanes, continues, widths) -> PackedStep:
+        """The step of ``sentences`` (of ``widths``) laid out so: several a row, in its passes."""
+        return PackedStep(position, sentences, lanes, continues, packed=self.passes(widths))
 
 
 @dataclass(frozen=True)
@@ -278,12 +289,12 @@ def group_steps(stream: str, group: int, lanes_documents: List[List[Document]], 
     for s in range(length):
         present = [lane for lane, rows in enumerate(lanes) if s < len(rows)]
         rows = [lanes[lane][s] for lane in present]
-        steps.append(SentenceStep(
+        steps.append(layout.step(
             StepPosition(stream, group, s, ends_group=s == length - 1),
             sentences=tuple(sentence for sentence, _, _ in rows),
             lanes=tuple(present),
             continues=tuple(goes_on for _, goes_on, _ in rows),
-            **layout.passes([width for _, _, width in rows]),
+            widths=[width for _, _, width in rows],
         ))
     return steps
 

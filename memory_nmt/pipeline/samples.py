@@ -61,7 +61,7 @@ class ForwardPass:
 
 @dataclass
 class LaneStep:
-    position: object  # data.StepPosition: which stream, group and step
+    position: object  # lane_steps.StepPosition: which stream, group and step
     passes: List[ForwardPass]
 
     @property

@@ -11,6 +11,7 @@ import torch
 
 from conftest import AMN, CONCAT, TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, only_pass, refused_option
 from memory_nmt.pipeline.carry import CarryOrderError, CarryStore
+from memory_nmt.pipeline.lane_steps import PackedStep, RefilledStep
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.packing import PackedRows
 
@@ -424,8 +425,11 @@ def test_replay_after_resume_rebuilds_the_uninterrupted_memory(data_bin, rows, p
 SENTENCE = ["--arch", "transformer", *TINY_DIMS]
 
 
-def several_a_row(step) -> bool:
-    return any(len(row) > 1 for rows in step.packed for row in rows)
+def in_passes_or_packed(step) -> bool:
+    """Whether a training step goes through the model in several passes, or its sentences several to a row."""
+    if isinstance(step, PackedStep):
+        return any(len(row) > 1 for rows in step.packed for row in rows)
+    return len(step.passes) > 1
 
 
 @pytest.mark.parametrize("arch, rows, passes, max_tokens", [
@@ -449,20 +453,20 @@ def test_a_step_in_passes_or_packed_rows_trains_as_one_padded_batch(data_bin, ar
     window = next(  # a group's first window, not its last (so something is carried out)
         item for item in plan.items
         if item and len(item) >= 3 and item[0].position.step == 0 and not item[-1].position.ends_group
-        and sum(len(step.passes) > 1 or several_a_row(step) for step in item) >= 2
+        and sum(in_passes_or_packed(step) for step in item) >= 2
     )
 
     def train(steps):
         model.zero_grad()
         criterion.carries = CarryStore()
         loss, size, _ = criterion.forward_window(
-            model, lane_steps([plan.dataset.collate_step(step) for step in steps]), backward=lambda loss: loss.backward()
+            model, lane_steps([step.collate(plan.dataset) for step in steps]), backward=lambda loss: loss.backward()
         )
         carried = criterion.carries.get(dataclasses.replace(steps[-1].position, step=steps[-1].position.step + 1))
         return loss, size, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, carried
 
     as_planned = train(window)
-    in_one = train([dataclasses.replace(step, passes=(), packed=()) for step in window])
+    in_one = train([RefilledStep(step.position, step.sentences, step.lanes, step.continues) for step in window])
     assert torch.allclose(as_planned[0], in_one[0]) and as_planned[1] == in_one[1]
     assert as_planned[2].keys() == in_one[2].keys()
     for name in in_one[2]:

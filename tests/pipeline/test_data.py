@@ -12,8 +12,10 @@ from fairseq import utils
 
 from conftest import CONCAT, TINY_MODEL, batches, build
 from memory_nmt.pipeline.data import DocumentDataError, parse_window, read_docids
+from memory_nmt.pipeline.lane_steps import PackedStep, RefilledStep, StepPosition, WholeChunkStep, digest_text
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.packing import deal_to_rows, pack, padded_tokens
+from memory_nmt.pipeline.planners import plan_text
 from memory_nmt.pipeline.refilled_lanes import OneSentenceARow, SentencesPacked, forward_passes
 
 
@@ -244,10 +246,10 @@ def test_packed_rows_fit_where_one_sentence_a_row_does_not():
     step's lanes are not bounded by its widest sentence. Each sentence in exactly one row."""
     widths = [(20, 18)] + [(4, 4)] * 8
     assert OneSentenceARow(60).passes([max(width) for width in widths]) is None
-    (rows,) = SentencesPacked(60, 1, embed_dim=512).passes(widths)["packed"]
+    (rows,) = SentencesPacked(60, 1, embed_dim=512).passes(widths)
     assert len(rows) < len(widths) and sorted(i for row in rows for i in row) == list(range(len(widths)))
     assert padded_tokens(widths, [list(row) for row in rows]) <= 60
-    assert len(SentencesPacked(40, 3, embed_dim=512).passes(widths)["packed"]) == 2, "or in two passes of 40"
+    assert len(SentencesPacked(40, 3, embed_dim=512).passes(widths)) == 2, "or in two passes of 40"
     assert SentencesPacked(15, 3, embed_dim=512).passes(widths) is None, "never a sentence wider than a pass"
 
 
@@ -315,6 +317,27 @@ def test_every_worker_keeps_the_same_digest_of_the_epochs_batches(data_bin, arch
     if arch is TINY_MODEL:
         other, _, _, _ = build(data_bin, *arch, "--optimization-window", "2")
         assert plans(other)[0] != first
+
+
+def test_a_training_step_is_digested_in_one_fixed_text_whatever_its_kind():
+    """A checkpoint saved inside an epoch keeps the digest of the epoch's plan, and resumes only
+    where the plan's digest is the same: each kind of training step writes every field any step
+    may have, in one fixed order, so that the digest follows the plan and not how the code names
+    its types."""
+    position = StepPosition("train", 2, 1, ends_group=False)
+    assert plan_text([[RefilledStep(position, (7, 9), (0, 1), (True, False), passes=((1,), (0,)))]]) == (
+        "[[SentenceStep(position=StepPosition(stream='train', group=2, step=1, ends_group=False), sentences=(7, 9), "
+        "lanes=(0, 1), passes=((1,), (0,)), chunk_positions=(), chunk_starts=(), continues=(True, False), packed=())]]"
+    )
+    assert digest_text(PackedStep(position, (7, 9), (0, 1), (True, False), packed=(((0, 1),),))) == (
+        "SentenceStep(position=StepPosition(stream='train', group=2, step=1, ends_group=False), sentences=(7, 9), "
+        "lanes=(0, 1), passes=(), chunk_positions=(), chunk_starts=(), continues=(True, False), packed=(((0, 1),),))"
+    )
+    assert digest_text(WholeChunkStep(position, (7, 8), (0, 0), chunk_positions=(0, 1))) == (
+        "SentenceStep(position=StepPosition(stream='train', group=2, step=1, ends_group=False), sentences=(7, 8), "
+        "lanes=(0, 0), passes=(), chunk_positions=(0, 1), chunk_starts=(), continues=(), packed=())"
+    )
+    assert plan_text(([[1, 2], [3]], 1, 2)) == "([[1, 2], [3]], 1, 2)", "batches of indices as Python writes them"
 
 
 def test_the_batches_made_ahead_are_every_batch_in_order_and_end_when_stopped():

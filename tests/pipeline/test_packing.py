@@ -43,7 +43,7 @@ def packed_pass(task):
     plan = task.training_plan.items
     steps = [step for item in plan.items if item for step in item]
     step = next(s for s in steps if s.position.step > 0 and any(len(row) > 1 for rows in s.packed for row in rows))
-    return plan.dataset.collate_step(step), plan.samples_before(step.position)
+    return step.collate(plan.dataset), plan.samples_before(step.position)
 
 
 def run(model, sample, carry):

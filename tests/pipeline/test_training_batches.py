@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from conftest import AMN, CONCAT, LOCAL_GLOBAL, TINY_DIMS, TINY_MODEL, batches, build, lane_steps, make_reads_nonzero, walk
-from memory_nmt.pipeline.data import Document, DocumentDataset, SentenceStep, StepPosition
+from memory_nmt.pipeline.data import Document, DocumentDataset
+from memory_nmt.pipeline.lane_steps import ChunkStep, PackedStep, RefilledStep, SentenceStep, StepPosition, WholeChunkStep
 from memory_nmt.pipeline.generator import DocumentSequenceGenerator
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt.pipeline.packing import PackedRows
@@ -53,13 +54,14 @@ def test_lanes_for_every_system_on_request(data_bin):
     assert all("steps" in item for item in batches(task, "train", max_tokens=200))
 
 
-@pytest.mark.parametrize("arch, unit, kind", [
-    (TINY_MODEL, "lanes", LaneWindow), (CONCAT, "sentences", SentencesBatch), (LOCAL_GLOBAL, "chunks", LaneWindow),
-], ids=["memory", "concat", "local_global"])
-def test_each_regime_has_one_kind_of_batch_and_every_worker_one_digest(data_bin, arch, unit, kind):
-    """The regime chosen when the model is built gives the training split batches of one type, and
-    every other split sentence steps; the digest of an epoch's plan covers every worker's batches,
-    so two workers have the same one, which another --max-tokens changes."""
+@pytest.mark.parametrize("arch, unit, kind, steps", [
+    (TINY_MODEL, "lanes", LaneWindow, {PackedStep}), ([*TINY_MODEL, "--lane-rows", "padded"], "lanes", LaneWindow, {RefilledStep}),
+    (CONCAT, "sentences", SentencesBatch, None), (LOCAL_GLOBAL, "chunks", LaneWindow, {WholeChunkStep}),
+], ids=["memory", "memory_padded", "concat", "local_global"])
+def test_each_regime_has_one_kind_of_batch_and_every_worker_one_digest(data_bin, arch, unit, kind, steps):
+    """The regime chosen when the model is built gives the training split batches of one type (in
+    lanes, steps of one kind), and every other split sentence steps; the digest of an epoch's plan
+    covers every worker's batches, so two workers have the same one, which another --max-tokens changes."""
     task, _, _, _ = build(data_bin, *arch)
     assert task.regime.unit == unit
     task.load_dataset("train")
@@ -69,7 +71,11 @@ def test_each_regime_has_one_kind_of_batch_and_every_worker_one_digest(data_bin,
     assert plans[0].digest != task.regime.training.plan(dataset, EpochRequest(150, None, 2, 0)).digest
     read = [read_sample(plans[0].items.collater([plans[0].items[i] for i in batch])) for batch in plans[0].batches]
     assert {type(batch) for batch in read if batch is not None} == {kind}
+    if steps is not None:
+        assert {type(step) for item in plans[0].items.items if item for step in item} == steps
     assert all(isinstance(read_sample(item), LaneStep) for item in batches(task, "valid", max_tokens=200))
+    stepping = task.regime.stepping.plan(task.dataset("valid"), EpochRequest(200, None))
+    assert {type(step) for (step,) in stepping.items.items} == {ChunkStep if unit == "chunks" else SentenceStep}
 
 
 def test_a_batch_that_is_not_the_pipelines_is_refused_by_the_generator(data_bin):
@@ -236,19 +242,18 @@ def test_a_resume_replays_from_the_earliest_start_of_what_its_lanes_go_on_with_a
     """The replay after a resume inside a group: back to where the documents its rows go on with
     started; where every row starts a document, the step before (so the carry it continues is
     held, and nothing is read from it)."""
-    class Collating:
-        def collate_step(self, step):
-            return step.position.step
-
     def step(number, continues):
-        return SentenceStep(StepPosition("train", 0, number, ends_group=number == 3), sentences=(2 * number, 2 * number + 1),
+        return RefilledStep(StepPosition("train", 0, number, ends_group=number == 3), sentences=(2 * number, 2 * number + 1),
                             lanes=(0, 1), continues=continues)
 
+    def replayed(step):
+        return [earlier.position.step for earlier in items.steps_before(step.position)]
+
     steps = [step(0, (False, False)), step(1, (True, False)), step(2, (True, True)), step(3, (False, False))]
-    items = EpochItems(Collating(), [[steps]], shard_id=0, windows=True)
-    assert items.samples_before(steps[2].position) == [0, 1], "lane 0's document started at step 0"
-    assert items.samples_before(steps[1].position) == [0]
-    assert items.samples_before(steps[3].position) == [2], "every row starts a document: the step before"
+    items = EpochItems(None, [[steps]], shard_id=0, windows=True)
+    assert replayed(steps[2]) == [0, 1], "lane 0's document started at step 0"
+    assert replayed(steps[1]) == [0]
+    assert replayed(steps[3]) == [2], "every row starts a document: the step before"
 
 
 def test_a_document_far_longer_than_the_rest_is_named_when_its_steps_starve_the_lanes(data_bin, caplog):

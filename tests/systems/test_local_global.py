@@ -42,7 +42,7 @@ def local_global_model(data_bin, chunk, *more, seed=0):
 def whole_chunk_batches(task, split, chunk, max_tokens=400):
     task.load_dataset(split)
     planned = WholeChunks(chunk).plan(task.dataset(split), EpochRequest(max_tokens, None))
-    return [planned.items.dataset.collate_step(step) for (step,) in planned.items.items]
+    return [step.collate(planned.items.dataset) for (step,) in planned.items.items]
 
 
 def real_logits(task, split, logits):

@@ -35,7 +35,7 @@ def model_with(data_bin, *options, chunk=CHUNK):
 def whole_chunks(task, split="valid"):
     task.load_dataset(split)
     planned = WholeChunks(CHUNK).plan(task.dataset(split), EpochRequest(4000, None))
-    return [planned.items.dataset.collate_step(step) for (step,) in planned.items.items]
+    return [step.collate(planned.items.dataset) for (step,) in planned.items.items]
 
 
 def encoder_output(logits, extra, row):
