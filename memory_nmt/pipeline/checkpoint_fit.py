@@ -1,18 +1,22 @@
 """How a checkpoint's parameters fit a document system: a transformer's loads, another system's is refused.
 
-A checkpoint of fairseq's plain ``transformer`` (``--finetune-from-model``) lacks the system's
-context parameters (``context_parameters.py``): ``fit_checkpoint`` gives them their fresh
-initialisation and logs, by module, which parameters come from the checkpoint and which are new.
-A checkpoint of the same system must hold every context parameter this model has (other
-``--memory-layers`` or ``--memory-sides``, say, are refused by ``check_complete``, not filled
-in). A checkpoint that does not fit is refused with one line naming the parameter: a tensor of
-another shape (other dimensions, layers or dictionary), different tensors for parameters this
-model shares (a checkpoint trained without ``--share-all-embeddings`` or
-``--share-decoder-input-output-embed`` loaded into a model with it), or parameters one side lacks
-(``check_complete``). A checkpoint trained with shared embeddings loads into a model without:
-each copy gets the shared values.
+How a checkpoint's state dict fits a model is found once, in one pass over both
+(``CheckpointFit``), and every check below reads it. A checkpoint of fairseq's plain
+``transformer`` (``--finetune-from-model``) lacks the system's context parameters
+(``context_parameters.py``): they keep their fresh initialisation, and the log says, by module,
+which parameters come from the checkpoint and which are new. A checkpoint of the same system must
+hold every context parameter this model has (other ``--memory-layers`` or ``--memory-sides``,
+say, are refused, not filled in). A checkpoint that does not fit is refused with one line naming
+the parameter: a tensor of another shape (other dimensions, layers or dictionary), different
+tensors for parameters this model shares (a checkpoint trained without ``--share-all-embeddings``
+or ``--share-decoder-input-output-embed`` loaded into a model with it), or parameters one side
+lacks. A checkpoint trained with shared embeddings loads into a model without: each copy gets the
+shared values.
 
-A system's model mixes in ``FitsTransformerCheckpoints`` before fairseq's ``TransformerModel``.
+A system's model mixes in ``FitsTransformerCheckpoints`` before fairseq's ``TransformerModel``:
+its ``load_state_dict`` upgrades the checkpoint (fairseq's ``upgrade_state_dict``, which renames
+old keys) and prunes it for LayerDrop (fairseq's ``prune_state_dict``), as fairseq's load does,
+checks the fit of what it will load, then loads it through fairseq's.
 
 Before fairseq-train loads a checkpoint, its model options are compared with this model's
 (``check_options``): one that does not fit is refused naming the options it was built with
@@ -36,6 +40,8 @@ from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
+from fairseq.checkpoint_utils import prune_state_dict
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq.models.bart import BARTModel
 from fairseq.models.transformer import TransformerModel
@@ -62,7 +68,7 @@ ARCHITECTURE_HINT = (
 # The model options a checkpoint's weights need to be loaded and to compute what they computed:
 # those that shape tensors (compared with a checkpoint's where its tensors do not fit: check_options),
 # those that shape no tensor but what the model computes (compared always), the embedding sharing
-# (not compared: a checkpoint with shared embeddings loads into a model without, and check_shared
+# (not compared: a checkpoint with shared embeddings loads into a model without, and the load
 # names the other way) and the longest sentence (not compared: learned positions of another length
 # are named as a tensor of another shape); memory-nmt-checkpoint-options prints them all.
 SHAPING_TENSORS = (
@@ -95,15 +101,16 @@ class FitsTransformerCheckpoints:
         return model
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        """Load a checkpoint: the context parameters a plain transformer's lacks keep their
-        initialisation, and one that does not fit is refused, naming the parameter (and the
-        options --model-overrides changed, which may be why)."""
+        """Load a checkpoint, upgraded and pruned for LayerDrop as fairseq loads one: its fit is
+        checked once (``CheckpointFit.refuse``), the context parameters a plain transformer's lacks
+        keep their initialisation, and one that does not fit is refused, naming the parameter (and
+        the options --model-overrides changed, which may be why)."""
+        if model_cfg is None and args is not None:
+            model_cfg = convert_namespace_to_omegaconf(args).model
+        self.upgrade_state_dict(state_dict)
+        fit = CheckpointFit(self, prune_state_dict(state_dict, model_cfg))
         try:
-            loaded = super().load_state_dict(
-                fit_checkpoint(self, state_dict), strict=False, model_cfg=model_cfg, args=args
-            )
-            if strict:
-                check_complete(loaded.missing_keys, loaded.unexpected_keys, context_modules(self))
+            fit.refuse(complete=strict)
         except CheckpointMismatchError as error:
             if not self.overridden_options:
                 raise
@@ -111,30 +118,97 @@ class FitsTransformerCheckpoints:
                 f"{error}; --model-overrides changed {', '.join(self.overridden_options)}: leave out of it "
                 "what shapes the model's parameters, which the checkpoint's own options must build"
             ) from None
-        return loaded
+        # upgraded and pruned already: fairseq's load upgrades again (which changes nothing) and prunes
+        # nothing without a model config
+        return super().load_state_dict(fit.filled(), strict=False)
 
 
-def fit_checkpoint(model: nn.Module, state_dict: Dict[str, Tensor]) -> Dict[str, Tensor]:
-    """The state dict to load into ``model``: ``state_dict`` plus fresh context parameters it lacks."""
-    own = model.state_dict()
-    check_shapes(own, state_dict)
-    check_shared(model, state_dict)
-    parameters = dict(model.named_parameters(remove_duplicate=False))
-    new = fresh_parameters(model, state_dict)
-    modules = context_modules(model)
-    loaded = [key for key in parameters if key in state_dict]
-    logger.info("parameters loaded from the checkpoint: %s", describe(loaded, modules))
-    if new:
-        logger.info("new parameters (not in the checkpoint), freshly initialised: %s", describe(new, modules))
-    return {**state_dict, **{key: own[key] for key in new}}
+class CheckpointFit:
+    """How a checkpoint's state dict fits a model, found in one pass over both: the checkpoint's
+    keys the model holds in another shape or has no place for, the model's it lacks (``fresh``, the
+    context parameters a plain transformer's lacks, aside: they keep their initialisation), and
+    parameters the model shares that it holds different tensors for. Every check of a checkpoint
+    reads it: before fairseq-train loads one (``check_system``, ``check_options``) and as a model
+    loads one (``refuse``)."""
+
+    def __init__(self, model: nn.Module, state_dict: Dict[str, Tensor]):
+        self.state_dict = state_dict
+        self.own = model.state_dict()
+        self.modules = context_modules(model)
+        self.reshaped = [key for key, value in state_dict.items()
+                         if key in self.own and torch.is_tensor(value) and value.shape != self.own[key].shape]
+        self.unplaced = [key for key in state_dict if key not in self.own]
+        parameters = list(model.named_parameters(remove_duplicate=False))
+        context = [key for key, parameter in parameters if is_context_parameter(parameter)]
+        self.fresh = [] if any(key in state_dict for key in context) else context
+        self.missing = [key for key in self.own if key not in state_dict and key not in self.fresh]
+        self.loaded = [key for key, _ in parameters if key in state_dict]
+        self.unshared = unshared_pair(parameters, state_dict)
+
+    def first_difference(self, fresh_aside: bool = True) -> Optional[str]:
+        """The first parameter where the checkpoint does not fit, in its order: a tensor of another
+        shape or that the model has no place for; else the first of the model's it lacks (with
+        ``fresh_aside``, those that keep their initialisation aside). None where it fits."""
+        differing = set(self.reshaped) | set(self.unplaced)
+        key = next((key for key in self.state_dict if key in differing), None)
+        if key is not None and key not in self.own:
+            return f"the checkpoint's {key} of shape {tuple(self.state_dict[key].shape)} has no place in this model"
+        if key is not None:
+            return f"the checkpoint's {key} has shape {tuple(self.state_dict[key].shape)}, this model's {tuple(self.own[key].shape)}"
+        missing = self.missing if fresh_aside else [key for key in self.own if key not in self.state_dict]
+        if not missing:
+            return None
+        return f"this model's {missing[0]} of shape {tuple(self.own[missing[0]].shape)} is not in the checkpoint"
+
+    def refuse(self, complete: bool = True):
+        """Refuse a checkpoint the model loads where a tensor has another shape than the model's
+        (naming the first), where it holds different tensors for parameters the model shares, and
+        (``complete``: a strict load) where it lacks parameters or has some the model has no place for."""
+        if self.reshaped:
+            key = self.reshaped[0]
+            others = f" (and {len(self.reshaped) - 1} more tensors)" if len(self.reshaped) > 1 else ""
+            raise CheckpointMismatchError(
+                f"checkpoint parameter {key} has shape {tuple(self.state_dict[key].shape)}, but this "
+                f"model's has shape {tuple(self.own[key].shape)}{others}: {ARCHITECTURE_HINT}"
+            )
+        if self.unshared:
+            first, differing = self.unshared
+            raise CheckpointMismatchError(
+                f"this model shares {first} and {differing}, but the checkpoint has "
+                "different tensors for them: it was trained without --share-all-embeddings "
+                "(or --share-decoder-input-output-embed); leave that option out here too"
+            )
+        if complete and self.missing:
+            raise CheckpointMismatchError(
+                f"the checkpoint lacks {describe(self.missing, self.modules)}: {ARCHITECTURE_HINT}"
+            )
+        if complete and self.unplaced:
+            raise CheckpointMismatchError(
+                f"this model has no place for the checkpoint's {describe(self.unplaced, self.modules)}: {ARCHITECTURE_HINT}"
+            )
+
+    def filled(self) -> Dict[str, Tensor]:
+        """The state dict to load: the checkpoint's, with the fresh context parameters' initial values;
+        the log says, by module, which parameters come from the checkpoint and which are new."""
+        logger.info("parameters loaded from the checkpoint: %s", describe(self.loaded, self.modules))
+        if self.fresh:
+            logger.info("new parameters (not in the checkpoint), freshly initialised: %s",
+                        describe(self.fresh, self.modules))
+        return {**self.state_dict, **{key: self.own[key] for key in self.fresh}}
 
 
-def fresh_parameters(model: nn.Module, state_dict: Dict[str, Tensor]) -> List[str]:
-    """The model's context parameters when ``state_dict`` holds none of them (a plain transformer's):
-    those keep their fresh initialisation."""
-    parameters = model.named_parameters(remove_duplicate=False)
-    context = [key for key, parameter in parameters if is_context_parameter(parameter)]
-    return [] if any(key in state_dict for key in context) else context
+def unshared_pair(parameters: List[Tuple[str, nn.Parameter]], state_dict: Dict[str, Tensor]) -> Optional[Tuple[str, str]]:
+    """The first two names of one shared parameter (one tensor, several names) for which
+    ``state_dict`` holds different tensors; None where it holds equal ones."""
+    names_of = defaultdict(list)
+    for name, parameter in parameters:
+        if name in state_dict:
+            names_of[id(parameter)].append(name)
+    for names in names_of.values():
+        differing = [name for name in names[1:] if not torch.equal(state_dict[name], state_dict[names[0]])]
+        if differing:
+            return names[0], differing[0]
+    return None
 
 
 def check_training_start(model: nn.Module, model_cfg, finetune_from_model: Optional[str], restore_file: Optional[str],
@@ -157,14 +231,14 @@ def check_training_start(model: nn.Module, model_cfg, finetune_from_model: Optio
     state = mapped_checkpoint(path)
     saved_with = (state.get("cfg") or {}).get("model") or state.get("args")
     resumed_from = None if option == "--finetune-from-model" or (reset_optimizer and reset_dataloader) else option
-    check_system(path, saved_with, state["model"], model, model_cfg, resumed_from)
-    check_options(path, saved_with, state["model"], model, model_cfg)
+    fit = CheckpointFit(model, state["model"])
+    check_system(path, saved_with, fit, model_cfg, resumed_from)
+    check_options(path, saved_with, fit, model_cfg)
 
 
-def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model: nn.Module, model_cfg,
-                 resumed_from: Optional[str] = None):
-    """Refuse ``path``, a checkpoint of another system than ``model``'s (their model configs name the
-    systems): always when a run resumes from it (``resumed_from``: the option that gave it,
+def check_system(path: str, checkpoint_cfg, fit: CheckpointFit, model_cfg, resumed_from: Optional[str] = None):
+    """Refuse ``path``, a checkpoint of another system than the model's (their model configs name the
+    systems; ``fit``: how its weights fit the model): always when a run resumes from it (``resumed_from``: the option that gave it,
     ``--save-dir``, ``--restore-file`` or ``--continue-once``); when only its weights start this
     model, where they do not fit it. The weights of fairseq's transformer family (``transformer``,
     mBART's) are left to the model (``FitsTransformerCheckpoints``)."""
@@ -174,7 +248,7 @@ def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model
         return
     if resumed_from is None and transformer_family(system):
         return
-    unfit = first_difference(model, state_dict, fresh_parameters(model, state_dict))
+    unfit = fit.first_difference()
     if resumed_from is None:
         if unfit:
             raise CheckpointMismatchError(
@@ -183,7 +257,7 @@ def check_system(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model
                 "checkpoint or its own system's"
             )
         return
-    difference = first_difference(model, state_dict)
+    difference = fit.first_difference(fresh_aside=False)
     if unfit:
         advice = f"give another {resumed_from}, or --arch {theirs} to resume its run"
     elif resumed_from == "--save-dir":
@@ -205,8 +279,8 @@ def transformer_family(system) -> bool:
     return system is TransformerModel or (isinstance(system, type) and issubclass(system, BARTModel))
 
 
-def check_options(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], model: nn.Module, model_cfg):
-    """Refuse ``path`` where its tensors do not fit ``model`` and it was built with other options that
+def check_options(path: str, checkpoint_cfg, fit: CheckpointFit, model_cfg):
+    """Refuse ``path`` where its tensors do not fit the model (``fit``) and it was built with other options that
     shape tensors than ``model_cfg``'s, naming those (and the others it differs in); warn where it was
     built with other options that shape no tensor but what the model computes."""
     if checkpoint_cfg is None:
@@ -214,7 +288,7 @@ def check_options(path: str, checkpoint_cfg, state_dict: Dict[str, Tensor], mode
     shaping = other_options(checkpoint_cfg, model_cfg, SHAPING_TENSORS)
     computing = other_options(checkpoint_cfg, model_cfg, SHAPING_NO_TENSOR)
     fix = f"give the checkpoint's (memory-nmt-checkpoint-options {path} prints them)"
-    if shaping and first_difference(model, state_dict, fresh_parameters(model, state_dict)):
+    if shaping and fit.first_difference():
         raise CheckpointMismatchError(
             f"{path} does not fit this model: it was built with {', '.join(shaping + computing)}; {fix}"
         )
@@ -242,72 +316,6 @@ def other_options(checkpoint_cfg, model_cfg, names: Iterable[str]) -> List[str]:
 def arch(model_cfg) -> Optional[str]:
     """The architecture a model config (fairseq's namespace or dict) names, as fairseq's ``build_model`` reads it."""
     return config_value(model_cfg, "_name") or config_value(model_cfg, "arch")
-
-
-def first_difference(model: nn.Module, state_dict: Dict[str, Tensor], fresh: Iterable[str] = ()) -> Optional[str]:
-    """The first parameter where ``state_dict`` does not fit ``model``, in the checkpoint's order: a
-    tensor of another shape or that the model has no place for; else the first of the model's,
-    ``fresh`` aside, that the checkpoint lacks. None where it fits."""
-    own = model.state_dict()
-    reshaped = set(reshaped_keys(own, state_dict))
-    for key, value in state_dict.items():
-        if key not in own:
-            return f"the checkpoint's {key} of shape {tuple(value.shape)} has no place in this model"
-        if key in reshaped:
-            return f"the checkpoint's {key} has shape {tuple(value.shape)}, this model's {tuple(own[key].shape)}"
-    fresh = set(fresh)
-    missing = next((key for key in own if key not in state_dict and key not in fresh), None)
-    if missing is None:
-        return None
-    return f"this model's {missing} of shape {tuple(own[missing].shape)} is not in the checkpoint"
-
-
-def reshaped_keys(own: Dict[str, Tensor], state_dict: Dict[str, Tensor]) -> List[str]:
-    """The keys of ``state_dict`` whose tensors ``own`` (a model's state dict) has in another shape, in
-    the checkpoint's order: the one comparison of shapes every check of a checkpoint's fit reads."""
-    return [key for key, value in state_dict.items()
-            if key in own and torch.is_tensor(value) and value.shape != own[key].shape]
-
-
-def check_shapes(own: Dict[str, Tensor], state_dict: Dict[str, Tensor]):
-    """Refuse ``state_dict`` where a tensor has another shape than ``own``'s, naming the first."""
-    mismatched = reshaped_keys(own, state_dict)
-    if mismatched:
-        key = mismatched[0]
-        others = f" (and {len(mismatched) - 1} more tensors)" if len(mismatched) > 1 else ""
-        raise CheckpointMismatchError(
-            f"checkpoint parameter {key} has shape {tuple(state_dict[key].shape)}, but this "
-            f"model's has shape {tuple(own[key].shape)}{others}: {ARCHITECTURE_HINT}"
-        )
-
-
-def check_shared(model: nn.Module, state_dict: Dict[str, Tensor]):
-    """Parameters the model shares (one tensor, several names) need equal checkpoint tensors."""
-    names_of = defaultdict(list)
-    for name, parameter in model.named_parameters(remove_duplicate=False):
-        if name in state_dict:
-            names_of[id(parameter)].append(name)
-    for names in names_of.values():
-        first = state_dict[names[0]]
-        differing = [name for name in names[1:] if not torch.equal(state_dict[name], first)]
-        if differing:
-            raise CheckpointMismatchError(
-                f"this model shares {names[0]} and {differing[0]}, but the checkpoint has "
-                "different tensors for them: it was trained without --share-all-embeddings "
-                "(or --share-decoder-input-output-embed); leave that option out here too"
-            )
-
-
-def check_complete(missing_keys: List[str], unexpected_keys: List[str], modules: Iterable[str] = ()):
-    """After a non-strict load: refuse parameters the checkpoint lacks or the model has no place for."""
-    if missing_keys:
-        raise CheckpointMismatchError(
-            f"the checkpoint lacks {describe(missing_keys, modules)}: {ARCHITECTURE_HINT}"
-        )
-    if unexpected_keys:
-        raise CheckpointMismatchError(
-            f"this model has no place for the checkpoint's {describe(unexpected_keys, modules)}: {ARCHITECTURE_HINT}"
-        )
 
 
 def describe(keys: Iterable[str], modules: Iterable[str] = ()) -> str:

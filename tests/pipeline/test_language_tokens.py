@@ -19,7 +19,7 @@ from conftest import (
     PLUGIN, REPO, batches, build, check_clis_and_hub_translate_alike, fairseq_command, run, save_checkpoint,
     script_in_process,
 )
-from memory_nmt.pipeline.checkpoint_fit import CheckpointMismatchError, check_options
+from memory_nmt.pipeline.checkpoint_fit import CheckpointFit, CheckpointMismatchError, check_options
 from memory_nmt.pipeline.option_ranges import OptionError
 from memory_nmt_tools.checkpoint_options import checkpoint_options
 
@@ -153,7 +153,7 @@ def test_a_checkpoint_whose_tensors_fit_but_built_otherwise_is_loaded_with_a_war
                                                 "(this model's: relu)"])):
         _, model, _, cfg = build(data_bin, *checkpoint_options(path), *SYSTEMS["memory"][0], *options)
         caplog.clear()
-        check_options(path, state["cfg"]["model"], state["model"], model, cfg.model)
+        check_options(path, state["cfg"]["model"], CheckpointFit(model, state["model"]), cfg.model)
         warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
         assert warnings == [f"{path} was built with {names}: this model takes its weights but computes otherwise than "
                             "it did; to start from what it computes, give the checkpoint's "

@@ -122,6 +122,30 @@ def test_checkpoint_with_other_layers_is_refused_by_name(data_bin):
         model.load_state_dict(plain.state_dict(), model_cfg=cfg.model)
 
 
+def test_a_checkpoint_fits_as_fairseqs_load_gives_it_upgraded_and_pruned(data_bin):
+    """A model checks the fit of what it loads: the checkpoint upgraded as fairseq upgrades one (the
+    layer-norm names fairseq had before 0.6, ``layer_norms.0``) and pruned for LayerDrop
+    (``encoder_layers_to_keep``: the kept layers renumbered), so neither is refused as parameters
+    the model has no place for, and each lands where fairseq puts it."""
+    _, model, _, cfg = build(data_bin, *TINY_MODEL)
+    saved = model.state_dict()
+    old_names = {re.sub(r"^(encoder\.layers\.\d+)\.self_attn_layer_norm", r"\1.layer_norms.0",
+                        re.sub(r"^(encoder\.layers\.\d+)\.final_layer_norm", r"\1.layer_norms.1", key)): value
+                 for key, value in saved.items()}
+    assert "encoder.layers.1.layer_norms.0.weight" in old_names
+    _, other, _, _ = build(data_bin, *TINY_MODEL)
+    other.load_state_dict(old_names, model_cfg=cfg.model)
+    assert all(torch.equal(other.state_dict()[key], value) for key, value in saved.items())
+
+    _, shallower, _, kept = build(data_bin, *TINY_MODEL, "--encoder-layers", "1")
+    kept.model.encoder_layers_to_keep, kept.model.decoder_layers_to_keep = "1", "0,1"
+    shallower.load_state_dict(dict(saved), model_cfg=kept.model)
+    loaded = shallower.state_dict()
+    second_layer = [key for key in saved if key.startswith("encoder.layers.1.")]
+    assert second_layer and all(torch.equal(loaded[key.replace(".layers.1.", ".layers.0.")], saved[key])
+                                for key in second_layer)
+
+
 def inverse_sqrt(peak, warmup, update):
     return peak * update / warmup if update < warmup else peak * (warmup / update) ** 0.5
 
