@@ -335,9 +335,11 @@ class DocumentDataset(FairseqDataset):
             position = StepPosition(self.stream, group_index, t, ends_group=t == length - 1)
             sentences = tuple(group[lane].first + t for lane in lanes)
             if chunked:
-                starts = tuple(range(group[lane].first, group[lane].first + group[lane].length) for lane in lanes)
+                starts = tuple(
+                    tuple(range(group[lane].first, group[lane].first + group[lane].length)) for lane in lanes
+                ) if t == 0 else ()
                 steps.append(ChunkStep(position, sentences, tuple(lanes), chunk_positions=(t,) * len(lanes),
-                                       chunk_starts=tuple(map(tuple, starts)) if t == 0 else ()))
+                                       chunk_starts=starts))
             else:
                 steps.append(SentenceStep(position, sentences, tuple(lanes)))
         return steps
