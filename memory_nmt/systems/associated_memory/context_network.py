@@ -216,7 +216,7 @@ class ContextualAssociatedMemory(nn.Module):
         scores = mean_raw.new_full(present.shape, float("-inf")).masked_scatter(present, mean_raw)
         beta = torch.softmax(scores, dim=1)[present]  # eq. 14, over the sequences each row has
         weighted = attended * beta.unsqueeze(-1).type_as(attended)
-        return torch.zeros_like(source_states).index_add(1, rows_of, weighted)  # eq. 15
+        return weighted.new_zeros(source_states.shape).index_add(1, rows_of, weighted)  # eq. 15 (autocast: in its type)
 
     def forward(
         self,
