@@ -13,10 +13,17 @@ What fairseq 0.12 does with them, and the task therefore checks:
 - ``--bf16`` (``--memory-efficient-bf16`` implies it) is TPU training in fairseq 0.12: its
   options set ``--tpu``, and fairseq-train asks torch_xla for its device ("'NoneType' object has
   no attribute 'xla_device'" where torch_xla is not installed); such a run is refused, naming
-  ``--fp16`` and ``--amp`` on a GPU. fairseq-generate and fairseq-interactive do nothing with it
+  ``--amp-bf16`` (below), and ``--fp16`` and ``--amp`` on a GPU. fairseq-generate and fairseq-interactive do nothing with it
   (they halve a model only for ``--fp16``, and run on the GPU or the CPU): they decode in
   float32, and the task says so in a warning.
+
+The document task's ``--amp-bf16`` is bfloat16 that runs on a CUDA GPU and on the CPU: training's
+forward and backward passes and decoding run under ``torch.autocast`` in bfloat16 (``autocast``),
+while the weights, the gradients and the optimizer stay in float32; bfloat16 keeps float32's range,
+so no loss scaler is needed. Validation runs in float32, as fairseq validates with ``--amp``. It
+goes with none of fairseq's precisions (``--fp16``, ``--bf16``, ``--amp``), which are refused beside it.
 """
+from contextlib import nullcontext
 import importlib.util
 import logging
 
@@ -28,7 +35,7 @@ from .task_config import from_the_run
 
 logger = logging.getLogger(__name__)
 
-PRECISION_OPTIONS = ("fp16", "memory_efficient_fp16", "bf16", "memory_efficient_bf16", "tpu", "cpu")
+PRECISION_OPTIONS = ("amp_bf16", "fp16", "memory_efficient_fp16", "bf16", "memory_efficient_bf16", "amp", "tpu", "cpu")
 
 
 def given(options: dict, *names: str) -> str:
@@ -40,14 +47,19 @@ def given(options: dict, *names: str) -> str:
 def check_training_precision(options: dict):
     """Refuse fairseq-train's precision ``options`` (``PRECISION_OPTIONS``: name to value, None
     where unknown) where this machine cannot train in it."""
+    if options.get("amp_bf16") and any(options.get(name) for name in ("fp16", "bf16", "amp", "tpu")):
+        flag = given(options, "memory_efficient_fp16", "fp16", "memory_efficient_bf16", "bf16", "amp", "tpu")
+        raise OptionError(f"--amp-bf16 with {flag}: give one precision (--amp-bf16 computes in bfloat16 on a "
+                          "CUDA GPU or the CPU, its weights in float32)")
     if options.get("bf16") or options.get("tpu"):
         if importlib.util.find_spec("torch_xla") is None:
             flag = given(options, "memory_efficient_bf16", "bf16", "tpu")
             tpu = (f"fairseq 0.12 trains in bfloat16 only on a TPU ({flag} sets --tpu)" if flag != "--tpu"
                    else "fairseq trains on a TPU")
             raise OptionError(
-                f"{flag}: {tpu}, through torch_xla, which is not installed; give --fp16 or --amp to train in half "
-                f"precision on a CUDA GPU, or leave out {flag} to train in float32"
+                f"{flag}: {tpu}, through torch_xla, which is not installed; give --amp-bf16 to train in bfloat16 on "
+                f"a CUDA GPU or the CPU, --fp16 or --amp to train in float16 on a CUDA GPU, or leave out {flag} to "
+                "train in float32"
             )
     elif options.get("fp16") and (options.get("cpu") or not torch.cuda.is_available()):
         flag = given(options, "memory_efficient_fp16", "fp16")
@@ -64,8 +76,19 @@ def warn_of_decoding_precision(options: dict):
         flag = given(options, "memory_efficient_bf16", "bf16")
         logger.warning(
             "%s is not used in decoding: fairseq decodes in float32 with it (fairseq 0.12's --bf16 is TPU "
-            "training); give --fp16 to decode in half precision on a CUDA GPU", flag,
+            "training); give --amp-bf16 to decode in bfloat16 (on a CUDA GPU or the CPU), or --fp16 to decode in "
+            "float16 on a CUDA GPU", flag,
         )
+
+
+def autocast(amp_bf16: bool, optimizer, device: torch.device):
+    """The precision a training step or a decoding step on ``device`` runs in: bfloat16 for
+    ``--amp-bf16``, float16 for fairseq's ``--amp`` (its ``AMPOptimizer``), else as the model is."""
+    if amp_bf16:
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    if isinstance(optimizer, AMPOptimizer):
+        return torch.autocast("cuda")
+    return nullcontext()
 
 
 def loss_scale_of(optimizer) -> float:

@@ -19,15 +19,14 @@ as a document system (``system.py``): a model that mixes in ``DocumentSystem`` w
 any other fairseq encoder-decoder model sentence by sentence. A system whose sentences read context
 sentences the data chooses (``chosen_context.py``) gets every split's batches from the split's view
 for the run's ``--seed`` and the epoch. fairseq's precision options are checked as fairseq-train
-builds the model, and named where decoding does not use them (``precision.py``).
+builds the model, and named where decoding does not use them; with ``--amp-bf16`` training steps
+and decoding run in bfloat16 (``precision.py``).
 """
 import logging
 import os
-from contextlib import nullcontext
 from typing import List, Optional
 
 import torch
-from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.search import LexicallyConstrainedBeamSearch
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationTask
@@ -46,7 +45,7 @@ from .interactive import InteractiveLines, InteractiveSession, Placement, empty_
 from .language_tokens import LanguageTokens
 from .option_ranges import OptionError, add_with_ranges, check_ranges
 from .planners import EpochRequest, PlannedEpoch
-from .precision import check_training_precision, loss_scale_of, run_precision, warn_of_decoding_precision
+from .precision import autocast, check_training_precision, loss_scale_of, run_precision, warn_of_decoding_precision
 from .regime import Regime
 from .run_checks import (check_checkpoint_paths, check_ddp_backend, check_generation_options, check_split_exists,
                          check_update_freq, world_size)
@@ -214,8 +213,7 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
             with torch.autograd.profiler.record_function("backward"):
                 optimizer.backward(loss * 0 if ignore_grad else loss)
 
-        precision = torch.autocast("cuda") if isinstance(optimizer, AMPOptimizer) else nullcontext()
-        with precision:
+        with autocast(self.cfg.amp_bf16, optimizer, next(model.parameters()).device):
             return criterion.train_on(
                 model, read_sample(sample), backward=backward, stateless=ignore_grad,
                 loss_scale=loss_scale_of(optimizer), samples_before=self.planned_samples_before,
@@ -265,7 +263,8 @@ class DocumentTranslationTask(TranslatesDocuments, TranslationTask):
         if prefix_tokens is None and self.language_tokens is not None:
             tokens = sample["net_input"]["src_tokens"]
             prefix_tokens = self.language_tokens.prefix_tokens(tokens.size(0), tokens.device)
-        return super().inference_step(generator, models, sample, prefix_tokens, constraints)
+        with autocast(self.cfg.amp_bf16, None, sample["net_input"]["src_tokens"].device):
+            return super().inference_step(generator, models, sample, prefix_tokens, constraints)
 
     def state_dict(self):
         """fairseq's task state, and the fingerprints of the dictionaries the model is trained with

@@ -138,6 +138,14 @@ class DocumentTranslationConfig(TranslationConfig):
                           "those of the checkpoint it loads (train a pretrained model on other languages); without "
                           "it such a run is refused, and one that gives none takes the checkpoint's"},
     )
+    amp_bf16: bool = field(
+        default=False,
+        metadata={"help": "compute in bfloat16 where torch.autocast deems it safe, on a CUDA GPU or the CPU: "
+                          "training's forward and backward passes and decoding (fairseq-generate, "
+                          "fairseq-interactive); the weights, the gradients and the optimizer stay in float32, and "
+                          "no loss scaler is needed (bfloat16 keeps float32's range). fairseq's --bf16 trains only "
+                          "on a TPU, and its --amp autocasts to float16 on a CUDA GPU"},
+    )
     distributed_world_size: int = II("distributed_training.distributed_world_size")
     ddp_backend: str = II("distributed_training.ddp_backend")
     update_freq: List[int] = II("optimization.update_freq")
@@ -154,5 +162,6 @@ class DocumentTranslationConfig(TranslationConfig):
     memory_efficient_fp16: bool = II("common.memory_efficient_fp16")
     bf16: bool = II("common.bf16")
     memory_efficient_bf16: bool = II("common.memory_efficient_bf16")
+    amp: bool = II("common.amp")
     tpu: bool = II("common.tpu")
     cpu: bool = II("common.cpu")

@@ -54,8 +54,11 @@ BUILT = [  # (the model's options, the error's words)
      "--fp16: training in float16 needs a CUDA GPU"),
     ([*TINY_MODEL, "--memory-efficient-fp16"], "--memory-efficient-fp16: training in float16 needs a CUDA GPU"),
     ([*TINY_MODEL, "--bf16"], "--bf16: fairseq 0.12 trains in bfloat16 only on a TPU (--bf16 sets --tpu), through "
-                              "torch_xla, which is not installed; give --fp16 or --amp to train in half precision on "
-                              "a CUDA GPU, or leave out --bf16 to train in float32"),
+                              "torch_xla, which is not installed; give --amp-bf16 to train in bfloat16 on a CUDA GPU "
+                              "or the CPU, --fp16 or --amp to train in float16 on a CUDA GPU, or leave out --bf16 to "
+                              "train in float32"),
+    ([*TINY_MODEL, "--amp-bf16", "--amp"], "--amp-bf16 with --amp: give one precision (--amp-bf16 computes in "
+                                           "bfloat16 on a CUDA GPU or the CPU, its weights in float32)"),
     ([*TINY_MODEL, "--memory-efficient-bf16"],
      "--memory-efficient-bf16: fairseq 0.12 trains in bfloat16 only on a TPU"),
 ]
@@ -66,7 +69,7 @@ def test_a_model_or_run_the_plugin_cannot_use_is_refused_naming_the_option(data_
     """fairseq went on with these into a traceback, or took them without a word (a system's unused
     options; ``--fp16 --fp16-no-flatten-grads`` and ``--memory-efficient-fp16``, with which it trains a
     float16 model on the CPU)."""
-    if "bf16" in " ".join(arguments) and importlib.util.find_spec("torch_xla") is not None:
+    if {"--bf16", "--memory-efficient-bf16"} & set(arguments) and importlib.util.find_spec("torch_xla") is not None:
         pytest.skip("torch_xla is installed: fairseq's --bf16 trains on its TPU")
     with pytest.raises(OptionError) as refused:
         build(data_bin, *arguments)
@@ -215,7 +218,8 @@ AS_MEANT = [  # (fairseq's command, its options, an option or an input fairseq t
      "we spent the day .\nthe crane is old .\n", None),  # a byte order mark: the first word was <unk>
     ("generate", ["--max-len-b", "10"], ["--bf16"], None, None,  # fairseq decodes in float32, without a word
      "WARNING:memory_nmt.pipeline.precision:--bf16 is not used in decoding: fairseq decodes in float32 with it "
-     "(fairseq 0.12's --bf16 is TPU training); give --fp16 to decode in half precision on a CUDA GPU"),
+     "(fairseq 0.12's --bf16 is TPU training); give --amp-bf16 to decode in bfloat16 (on a CUDA GPU or the CPU), "
+     "or --fp16 to decode in float16 on a CUDA GPU"),
 ]
 
 
