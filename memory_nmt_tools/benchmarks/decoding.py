@@ -34,13 +34,14 @@ read) and the decoder's grows with the translation.
 CPU (default model 256/1024, 4 heads, 3+3 layers; about 4 minutes on one thread):
     OMP_NUM_THREADS=1 python scripts/benchmark_decoding.py --repeats 1
 GPU (default model transformer-base 512/2048, 8 heads, 6+6 layers):
-    python scripts/benchmark_decoding.py --device cuda [--fp16]
+    python scripts/benchmark_decoding.py --device cuda [--fp16 | --amp-bf16]
 """
 import argparse
 import statistics
 import sys
 import time
 from argparse import Namespace
+from contextlib import nullcontext
 
 import fairseq
 import torch
@@ -73,7 +74,10 @@ DEFAULT_DIMS = {  # embed_dim, ffn_dim, heads, layers (each side)
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--fp16", action="store_true", help="half precision (cuda only)")
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument("--fp16", action="store_true", help="half precision (cuda only)")
+    precision.add_argument("--amp-bf16", action="store_true",
+                           help="bfloat16 under torch.autocast, as the document task's --amp-bf16 decodes (cuda or cpu)")
     parser.add_argument("--beam", type=at_least(1), default=5)
     parser.add_argument("--batch-documents", type=at_least(1), default=32)
     parser.add_argument("--documents", type=at_least(1), default=64)
@@ -195,7 +199,8 @@ def decode(gen, batches, args, keep=False):
     best = []
     start = time.perf_counter()
     for batch in batches:
-        hypotheses = gen.generate(None, batch)
+        with torch.autocast(args.device, dtype=torch.bfloat16) if args.amp_bf16 else nullcontext():
+            hypotheses = gen.generate(None, batch)
         if keep:
             best.extend(sentence[0]["tokens"].tolist() for sentence in hypotheses)
     synchronize(args)
@@ -254,7 +259,7 @@ def main(argv=None):
 
     threads = f", {torch.get_num_threads()} threads" if args.device == "cpu" else ""
     gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""
-    print(f"device {args.device}{gpu}{threads}, {'fp16' if args.fp16 else 'fp32'}; "
+    print(f"device {args.device}{gpu}{threads}, {'fp16' if args.fp16 else 'bfloat16 autocast' if args.amp_bf16 else 'fp32'}; "
           f"torch {torch.__version__}, fairseq {fairseq.__version__}")
     print(f"model {args.embed_dim}/{args.ffn_dim}, {args.heads} heads, {args.layers}+{args.layers} layers; "
           f"memory {args.memory_size} slots in {', '.join(memory.memory_units())}; "

@@ -60,7 +60,7 @@ about a minute), and on real documents binarized by a recipe (its WORK_DIR/data-
     python scripts/benchmark_training.py [--profile]
     python scripts/benchmark_training.py --data WORK_DIR/data-bin --size medium --max-tokens 2048
 GPU:
-    python scripts/benchmark_training.py --device cuda --size base --max-tokens 4096 --fp16
+    python scripts/benchmark_training.py --device cuda --size base --max-tokens 4096 --fp16  # or --amp-bf16
 """
 import argparse
 import logging
@@ -68,6 +68,7 @@ import os
 import shutil
 import sys
 import time
+from contextlib import nullcontext
 from typing import Dict, List, Tuple
 
 import fairseq
@@ -170,7 +171,10 @@ def parse_args(argv=None):
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     precision = parser.add_mutually_exclusive_group()
     precision.add_argument("--fp16", action="store_true", help="fairseq's --fp16 (cuda only)")
-    precision.add_argument("--bf16", action="store_true", help="fairseq's --bf16 (cuda only)")
+    precision.add_argument("--amp-bf16", action="store_true",
+                           help="bfloat16 under torch.autocast, cuda or cpu: the document task's --amp-bf16, and the "
+                                "plain transformer's steps (fairseq's translation task has no such option) "
+                                "autocast alike by the benchmark")
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--max-tokens", type=at_least(1), default=512)
     parser.add_argument("--optimization-window", default=DEFAULT_WINDOW,
@@ -211,8 +215,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     refuse_missing_cuda(parser, args.device)
-    if (args.fp16 or args.bf16) and args.device != "cuda":
-        parser.error("--fp16 and --bf16 need --device cuda")
+    if args.fp16 and args.device != "cuda":
+        parser.error("--fp16 needs --device cuda")
     try:
         args.window = parse_window(args.optimization_window)
     except OptionError as error:
@@ -263,7 +267,8 @@ def trainer_of(system, data, args) -> Trainer:
         command += ["--optimization-window", args.optimization_window,
                     "--passes-per-step", str(args.passes_per_step), "--lane-rows", args.lane_rows]
     command += {"cpu": ["--cpu"], "cuda": []}[args.device]
-    command += ["--fp16"] if args.fp16 else ["--bf16"] if args.bf16 else []
+    command += ["--fp16"] if args.fp16 else []
+    command += ["--amp-bf16"] if args.amp_bf16 and "document_translation" in system_options else []
     command += system_options  # last: a --variant's own --optimization-window or --max-tokens wins
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), command))
     utils.import_user_module(cfg.common)
@@ -278,10 +283,16 @@ class Batches:
     planned at once: batches that cannot be made (a chunk wider than --max-tokens) are refused
     here, with the task's ``DocumentDataError``, before anything is timed."""
 
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: Trainer, args):
         self.trainer = trainer
         self.epoch = 0
         self.iterator = self.next_epoch()
+        # --amp-bf16 for a trainer whose task does not autocast (fairseq's translation task): the device to autocast on
+        self.autocast_on = args.device if args.amp_bf16 and not getattr(trainer.task.cfg, "amp_bf16", False) else None
+
+    def precision(self):
+        """What each training step runs under here: autocast in bfloat16 where the benchmark does it for the task."""
+        return torch.autocast(self.autocast_on, dtype=torch.bfloat16) if self.autocast_on else nullcontext()
 
     def next_epoch(self):
         self.epoch += 1
@@ -320,7 +331,8 @@ def train_updates(trainer, batches, updates, device, totals=None) -> float:
             for key, value in contents(sample, pad).items():
                 totals[key] = totals.get(key, 0) + value
         start = time.perf_counter()
-        trainer.train_step([sample])
+        with batches.precision():
+            trainer.train_step([sample])
         if device == "cuda":
             torch.cuda.synchronize()
         seconds += time.perf_counter() - start
@@ -330,7 +342,7 @@ def train_updates(trainer, batches, updates, device, totals=None) -> float:
 def measure_peak(args):
     """(Subprocess mode.) Train one model; print its peak memory during the updates as JSON."""
     trainer = trainer_of(args.measure_peak, binarized_documents(args), args)
-    batches = Batches(trainer)
+    batches = Batches(trainer, args)
     train_updates(trainer, batches, 1, args.device)
     before = start_peak(args.device)
     train_updates(trainer, batches, args.updates, args.device)
@@ -420,7 +432,7 @@ def batches_of(systems, data, args):
     batches, unmeasured = {}, {}
     for system in systems:
         try:
-            batches[system] = Batches(trainer_of(system, data, args))
+            batches[system] = Batches(trainer_of(system, data, args), args)
         except DocumentDataError as error:
             if system in COMPARED_WITH:
                 raise
@@ -454,7 +466,7 @@ def main(argv=None):
     embed, ffn, heads, layers = SIZES[args.size]
     threads = f", {torch.get_num_threads()} threads" if args.device == "cpu" else ""
     gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""
-    precision = "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32"
+    precision = "fp16" if args.fp16 else "bfloat16 autocast" if args.amp_bf16 else "fp32"
     print(f"device {args.device}{gpu}{threads}, {precision}; torch {torch.__version__}, fairseq {fairseq.__version__}")
     documents = args.data or f"{args.documents} synthetic documents"
     print(f"model {embed}/{ffn}, {heads} heads, {layers}+{layers} layers ({args.size}); "

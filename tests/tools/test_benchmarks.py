@@ -44,6 +44,10 @@ REFUSED = [  # script, arguments, the line it ends with after "SCRIPT: error: "
     ("benchmark_training.py", ["--gradient-reaches", "window,junk"],
      "argument --gradient-reaches: junk: give 'window' or a number of sentences (0 or more)"),
     ("benchmark_training.py", ["--device", "cuda"], "--device cuda: torch finds no CUDA device here; give --device cpu"),
+    ("benchmark_training.py", ["--fp16"], "--fp16 needs --device cuda"),
+    ("benchmark_training.py", ["--fp16", "--amp-bf16"], "argument --amp-bf16: not allowed with argument --fp16"),
+    ("benchmark_decoding.py", ["--fp16"], "--fp16 needs --device cuda"),
+    ("benchmark_decoding.py", ["--fp16", "--amp-bf16"], "argument --amp-bf16: not allowed with argument --fp16"),
 ]
 
 
@@ -108,12 +112,15 @@ def test_training_benchmark_prints_a_row_per_system_in_its_own_batches(tmp_path,
         "the same packed rows"
 
 
-def test_decoding_benchmark_compares_the_same_hypotheses(request, monkeypatch, capsys):
+@pytest.mark.parametrize("precision", [[], ["--amp-bf16"]], ids=["fp32", "amp_bf16"])
+def test_decoding_benchmark_compares_the_same_hypotheses(request, monkeypatch, capsys, precision):
+    """Both models decode alike, in float32 or both in bfloat16 under autocast (on the CPU too)."""
     table = run_script(
         request, monkeypatch, capsys, "benchmark_decoding.py", "--embed-dim", "32", "--ffn-dim", "64",
         "--heads", "2", "--layers", "1", "--beam", "2", "--documents", "4", "--sentences", "3",
-        "--batch-documents", "2", "--lengths", "10", "--repeats", "1",
+        "--batch-documents", "2", "--lengths", "10", "--repeats", "1", *precision,
     )
+    assert re.search(r"^device cpu, \d+ threads, " + ("bfloat16 autocast;" if precision else "fp32;"), table, re.M)
     assert "identical hypotheses: yes" in table
     assert re.search(r"ratio memory/plain [\d.]+ \(target >= 0.95\)", table)
     assert re.search(r"^\s+10\s+[\d.]+\s+1\.000", table, re.M)
