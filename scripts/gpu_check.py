@@ -68,6 +68,9 @@ def steps_for(args, gpus: int) -> List[Step]:
             "--save-dir", os.path.join(args.workdir, "two_workers"), "--no-save", "--disable-validation",
             "--log-format", "simple", "--log-interval", "10",
         ], 0.15))
+    total = sum(step.share for step in steps)
+    for step in steps:  # the shares of the time limit add up to it
+        step.share /= total
     return steps
 
 

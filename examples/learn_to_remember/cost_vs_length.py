@@ -83,7 +83,10 @@ DEFAULTS = {  # embed_dim, ffn_dim, heads, layers (each side), beam
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--fp16", action="store_true", help="half precision (cuda only)")
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument("--fp16", action="store_true", help="half precision (cuda only)")
+    precision.add_argument("--amp-bf16", action="store_true",
+                           help="bfloat16 under torch.autocast, as the document task's --amp-bf16 decodes (cuda or cpu)")
     parser.add_argument("--lengths", default="100,300,1000,2000", help="document lengths in tokens")
     parser.add_argument("--sentence-tokens", type=int, default=100, help="tokens per sentence")
     parser.add_argument("--beam", type=int)
@@ -227,7 +230,7 @@ def main(argv=None):
     gpu = results[args.lengths[0]][MODELS[0]]["gpu"]
     threads = f" ({gpu})" if gpu else f", {torch.get_num_threads()} threads"
     peak = peak_name(args.device)
-    print(f"device {args.device}{threads}, {'fp16' if args.fp16 else 'fp32'}; "
+    print(f"device {args.device}{threads}, {'fp16' if args.fp16 else 'bfloat16 autocast' if args.amp_bf16 else 'fp32'}; "
           f"torch {torch.__version__}, fairseq {fairseq.__version__}")
     print(f"model {args.embed_dim}/{args.ffn_dim}, {args.heads} heads, {args.layers}+{args.layers} layers, "
           f"memory {args.memory_size} slots; vocabulary {args.vocabulary} random words; beam {args.beam}; "
