@@ -66,6 +66,7 @@ from memory_nmt_tools.synthetic_documents import SyntheticDocument  # noqa: E402
 from memory_nmt_tools.benchmarks.peak_memory import (  # noqa: E402
     MiB, measured_or_exit, peak_name, peak_since, print_figures, start_peak,
 )
+from memory_nmt_tools.benchmarks.options import add_precision, check_precision, precision_name  # noqa: E402
 from memory_nmt_tools.paths import check_paths  # noqa: E402
 
 MODELS = ("sentence", "memory", "document")
@@ -83,10 +84,7 @@ DEFAULTS = {  # embed_dim, ffn_dim, heads, layers (each side), beam
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    precision = parser.add_mutually_exclusive_group()
-    precision.add_argument("--fp16", action="store_true", help="half precision (cuda only)")
-    precision.add_argument("--amp-bf16", action="store_true",
-                           help="bfloat16 under torch.autocast, as the document task's --amp-bf16 decodes (cuda or cpu)")
+    add_precision(parser, "bfloat16 under torch.autocast, as the document task's --amp-bf16 decodes (cuda or cpu)")
     parser.add_argument("--lengths", default="100,300,1000,2000", help="document lengths in tokens")
     parser.add_argument("--sentence-tokens", type=int, default=100, help="tokens per sentence")
     parser.add_argument("--beam", type=int)
@@ -102,8 +100,7 @@ def parse_args(argv=None):
     parser.add_argument("--tokens", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    if args.fp16 and args.device != "cuda":
-        parser.error("--fp16 needs --device cuda")
+    check_precision(parser, args)
     for name, default in zip(("embed_dim", "ffn_dim", "heads", "layers", "beam"), DEFAULTS[args.device]):
         if getattr(args, name) is None:
             setattr(args, name, default)
@@ -230,7 +227,7 @@ def main(argv=None):
     gpu = results[args.lengths[0]][MODELS[0]]["gpu"]
     threads = f" ({gpu})" if gpu else f", {torch.get_num_threads()} threads"
     peak = peak_name(args.device)
-    print(f"device {args.device}{threads}, {'fp16' if args.fp16 else 'bfloat16 autocast' if args.amp_bf16 else 'fp32'}; "
+    print(f"device {args.device}{threads}, {precision_name(args)}; "
           f"torch {torch.__version__}, fairseq {fairseq.__version__}")
     print(f"model {args.embed_dim}/{args.ffn_dim}, {args.heads} heads, {args.layers}+{args.layers} layers, "
           f"memory {args.memory_size} slots; vocabulary {args.vocabulary} random words; beam {args.beam}; "

@@ -33,6 +33,7 @@ start this model only where they fit as a plain transformer's would (a concatena
 A refusal names both systems and the first parameter that differs.
 """
 import ast
+import functools
 import logging
 import os
 import re
@@ -138,12 +139,27 @@ class CheckpointFit:
         self.reshaped = [key for key, value in state_dict.items()
                          if key in self.own and torch.is_tensor(value) and value.shape != self.own[key].shape]
         self.unplaced = [key for key in state_dict if key not in self.own]
-        parameters = list(model.named_parameters(remove_duplicate=False))
-        context = [key for key, parameter in parameters if is_context_parameter(parameter)]
+        self.parameters = list(model.named_parameters(remove_duplicate=False))
+        context = [key for key, parameter in self.parameters if is_context_parameter(parameter)]
         self.fresh = [] if any(key in state_dict for key in context) else context
         self.missing = [key for key in self.own if key not in state_dict and key not in self.fresh]
-        self.loaded = [key for key, _ in parameters if key in state_dict]
-        self.unshared = unshared_pair(parameters, state_dict)
+        self.loaded = [key for key, _ in self.parameters if key in state_dict]
+
+    @functools.cached_property
+    def unshared(self) -> Optional[Tuple[str, str]]:
+        """The first two names of one parameter the model shares (one tensor, several names) for which
+        the checkpoint holds different tensors; None where it holds equal ones. Only a load reads it:
+        it compares the tensors, which a checkpoint mapped before fairseq-train's load would read whole."""
+        names_of = defaultdict(list)
+        for name, parameter in self.parameters:
+            if name in self.state_dict:
+                names_of[id(parameter)].append(name)
+        for names in names_of.values():
+            first = self.state_dict[names[0]]
+            differing = [name for name in names[1:] if not torch.equal(self.state_dict[name], first)]
+            if differing:
+                return names[0], differing[0]
+        return None
 
     def first_difference(self, fresh_aside: bool = True) -> Optional[str]:
         """The first parameter where the checkpoint does not fit, in its order: a tensor of another
@@ -154,7 +170,8 @@ class CheckpointFit:
         if key is not None and key not in self.own:
             return f"the checkpoint's {key} of shape {tuple(self.state_dict[key].shape)} has no place in this model"
         if key is not None:
-            return f"the checkpoint's {key} has shape {tuple(self.state_dict[key].shape)}, this model's {tuple(self.own[key].shape)}"
+            return (f"the checkpoint's {key} has shape {tuple(self.state_dict[key].shape)}, "
+                    f"this model's {tuple(self.own[key].shape)}")
         missing = self.missing if fresh_aside else [key for key in self.own if key not in self.state_dict]
         if not missing:
             return None
@@ -184,7 +201,8 @@ class CheckpointFit:
             )
         if complete and self.unplaced:
             raise CheckpointMismatchError(
-                f"this model has no place for the checkpoint's {describe(self.unplaced, self.modules)}: {ARCHITECTURE_HINT}"
+                f"this model has no place for the checkpoint's {describe(self.unplaced, self.modules)}: "
+                f"{ARCHITECTURE_HINT}"
             )
 
     def filled(self) -> Dict[str, Tensor]:
@@ -195,20 +213,6 @@ class CheckpointFit:
             logger.info("new parameters (not in the checkpoint), freshly initialised: %s",
                         describe(self.fresh, self.modules))
         return {**self.state_dict, **{key: self.own[key] for key in self.fresh}}
-
-
-def unshared_pair(parameters: List[Tuple[str, nn.Parameter]], state_dict: Dict[str, Tensor]) -> Optional[Tuple[str, str]]:
-    """The first two names of one shared parameter (one tensor, several names) for which
-    ``state_dict`` holds different tensors; None where it holds equal ones."""
-    names_of = defaultdict(list)
-    for name, parameter in parameters:
-        if name in state_dict:
-            names_of[id(parameter)].append(name)
-    for names in names_of.values():
-        differing = [name for name in names[1:] if not torch.equal(state_dict[name], state_dict[names[0]])]
-        if differing:
-            return names[0], differing[0]
-    return None
 
 
 def check_training_start(model: nn.Module, model_cfg, finetune_from_model: Optional[str], restore_file: Optional[str],
@@ -238,9 +242,9 @@ def check_training_start(model: nn.Module, model_cfg, finetune_from_model: Optio
 
 def check_system(path: str, checkpoint_cfg, fit: CheckpointFit, model_cfg, resumed_from: Optional[str] = None):
     """Refuse ``path``, a checkpoint of another system than the model's (their model configs name the
-    systems; ``fit``: how its weights fit the model): always when a run resumes from it (``resumed_from``: the option that gave it,
-    ``--save-dir``, ``--restore-file`` or ``--continue-once``); when only its weights start this
-    model, where they do not fit it. The weights of fairseq's transformer family (``transformer``,
+    systems; ``fit``: how its weights fit the model): always when a run resumes from it
+    (``resumed_from``: the option that gave it, ``--save-dir``, ``--restore-file`` or
+    ``--continue-once``); when only its weights start this model, where they do not fit it. The weights of fairseq's transformer family (``transformer``,
     mBART's) are left to the model (``FitsTransformerCheckpoints``)."""
     theirs, own = arch(checkpoint_cfg), arch(model_cfg)
     system = ARCH_MODEL_REGISTRY.get(theirs)

@@ -112,12 +112,30 @@ class WholeChunkStep(SentenceStep):
 
 
 @dataclass(frozen=True)
-class RefilledStep(SentenceStep):
-    """Training's step in lanes that refill (``refilled_lanes.py``), one sentence a row: each row
-    says whether it goes on with its lane's document (``continues``); the rows go through the model
-    in one forward pass, or in ``passes`` (each its rows' positions in ``sentences``)."""
+class InRefilledLanes(SentenceStep):
+    """What the steps of lanes that refill (``refilled_lanes.py``) have besides a sentence step: each
+    row says whether it goes on with its lane's document (``continues``), so what a lane carries into
+    a step comes from the start of the documents its rows go on with. Made only as one of its two
+    kinds, ``RefilledStep`` and ``PackedStep``."""
 
     continues: Tuple[bool, ...]
+
+    def first_carried(self, earlier: Sequence["SentenceStep"]) -> int:
+        """The first of ``earlier`` at or after which every document its rows go on with started,
+        and at least the step before (whose carry the store expects)."""
+        waiting = {lane for lane, goes_on in zip(self.lanes, self.continues) if goes_on}
+        first = len(earlier)
+        while first == len(earlier) or (waiting and first > 0):
+            first -= 1
+            waiting -= {lane for lane, goes_on in zip(earlier[first].lanes, earlier[first].continues) if not goes_on}
+        return first
+
+
+@dataclass(frozen=True)
+class RefilledStep(InRefilledLanes):
+    """Training's step in lanes that refill, one sentence a row: the rows go through the model in one
+    forward pass, or in ``passes`` (each its rows' positions in ``sentences``)."""
+
     passes: Rows = ()
 
     def collate(self, dataset) -> dict:
@@ -131,17 +149,13 @@ class RefilledStep(SentenceStep):
         batch["continues"] = in_row_order(batch, self.sentences, self.continues)
         return batch
 
-    def first_carried(self, earlier: Sequence["SentenceStep"]) -> int:
-        return first_of_documents_continued(self, earlier)
-
 
 @dataclass(frozen=True)
-class PackedStep(SentenceStep):
+class PackedStep(InRefilledLanes):
     """Training's step in lanes that refill with its sentences several to a row (``packing.py``):
     ``packed`` holds its passes, each its rows, each the positions in ``sentences`` of the row's
-    sentences; ``continues`` as in ``RefilledStep``."""
+    sentences."""
 
-    continues: Tuple[bool, ...]
     packed: Tuple[Rows, ...]
 
     def collate(self, dataset) -> dict:
@@ -169,20 +183,6 @@ class PackedStep(SentenceStep):
             batch, torch.tensor([self.lanes[place] for place in order]), self.position,
             continues=torch.tensor([self.continues[place] for place in order]), packed_rows=layout,
         )
-
-    def first_carried(self, earlier: Sequence["SentenceStep"]) -> int:
-        return first_of_documents_continued(self, earlier)
-
-
-def first_of_documents_continued(step, earlier: Sequence) -> int:
-    """For a step of lanes that refill: the first of ``earlier`` at or after which every document
-    its rows go on with started, and at least the step before (whose carry the store expects)."""
-    waiting = {lane for lane, goes_on in zip(step.lanes, step.continues) if goes_on}
-    first = len(earlier)
-    while first == len(earlier) or (waiting and first > 0):
-        first -= 1
-        waiting -= {lane for lane, goes_on in zip(earlier[first].lanes, earlier[first].continues) if not goes_on}
-    return first
 
 
 def in_row_order(batch: dict, sentences: Sequence[int], values: Sequence) -> Tensor:

@@ -23,9 +23,9 @@ while the weights, the gradients and the optimizer stay in float32; bfloat16 kee
 so no loss scaler is needed. Validation runs in float32, as fairseq validates with ``--amp``. It
 goes with none of fairseq's precisions (``--fp16``, ``--bf16``, ``--amp``), which are refused beside it.
 """
-from contextlib import nullcontext
 import importlib.util
 import logging
+from contextlib import nullcontext
 
 import torch
 from fairseq.optim.amp_optimizer import AMPOptimizer

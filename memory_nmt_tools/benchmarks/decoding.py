@@ -60,7 +60,8 @@ from memory_nmt.systems.recurrent_memory.model import RecurrentMemoryOptions, Re
 
 from ..synthetic_documents import generate_documents, generate_long_document
 from .arithmetic import ArithmeticCounter
-from .options import as_declared, at_least, comma_separated, refuse_missing_cuda
+from .options import (add_precision, as_declared, at_least, check_precision, comma_separated, precision_name,
+                      refuse_missing_cuda)
 from .peak_memory import (
     MiB, measured_or_exit, peak_name, peak_since, print_figures, start_peak,
 )
@@ -74,10 +75,7 @@ DEFAULT_DIMS = {  # embed_dim, ffn_dim, heads, layers (each side)
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    precision = parser.add_mutually_exclusive_group()
-    precision.add_argument("--fp16", action="store_true", help="half precision (cuda only)")
-    precision.add_argument("--amp-bf16", action="store_true",
-                           help="bfloat16 under torch.autocast, as the document task's --amp-bf16 decodes (cuda or cpu)")
+    add_precision(parser, "bfloat16 under torch.autocast, as the document task's --amp-bf16 decodes (cuda or cpu)")
     parser.add_argument("--beam", type=at_least(1), default=5)
     parser.add_argument("--batch-documents", type=at_least(1), default=32)
     parser.add_argument("--documents", type=at_least(1), default=64)
@@ -97,8 +95,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     refuse_missing_cuda(parser, args.device)
-    if args.fp16 and args.device != "cuda":
-        parser.error("--fp16 needs --device cuda")
+    check_precision(parser, args)
     for name, default in zip(("embed_dim", "ffn_dim", "heads", "layers"), DEFAULT_DIMS[args.device]):
         if getattr(args, name) is None:
             setattr(args, name, default)
@@ -259,7 +256,7 @@ def main(argv=None):
 
     threads = f", {torch.get_num_threads()} threads" if args.device == "cpu" else ""
     gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""
-    print(f"device {args.device}{gpu}{threads}, {'fp16' if args.fp16 else 'bfloat16 autocast' if args.amp_bf16 else 'fp32'}; "
+    print(f"device {args.device}{gpu}{threads}, {precision_name(args)}; "
           f"torch {torch.__version__}, fairseq {fairseq.__version__}")
     print(f"model {args.embed_dim}/{args.ffn_dim}, {args.heads} heads, {args.layers}+{args.layers} layers; "
           f"memory {args.memory_size} slots in {', '.join(memory.memory_units())}; "

@@ -91,7 +91,8 @@ from ..experiments import named_options
 from ..paths import check_paths
 from ..synthetic_documents import generate_documents, write_documents
 from .arithmetic import ArithmeticCounter
-from .options import as_declared, at_least, comma_separated, refuse_missing_cuda
+from .options import (add_precision, as_declared, at_least, check_precision, comma_separated, precision_name,
+                      refuse_missing_cuda)
 from .peak_memory import (
     MiB, measured_or_exit, peak_name, peak_since, print_figures, start_peak,
 )
@@ -169,12 +170,9 @@ def systems_of(args) -> Dict[str, Tuple[str, List[str]]]:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    precision = parser.add_mutually_exclusive_group()
-    precision.add_argument("--fp16", action="store_true", help="fairseq's --fp16 (cuda only)")
-    precision.add_argument("--amp-bf16", action="store_true",
-                           help="bfloat16 under torch.autocast, cuda or cpu: the document task's --amp-bf16, and the "
-                                "plain transformer's steps (fairseq's translation task has no such option) "
-                                "autocast alike by the benchmark")
+    add_precision(parser, "bfloat16 under torch.autocast, cuda or cpu: the document task's --amp-bf16, and the "
+                          "plain transformer's steps (fairseq's translation task has no such option) autocast alike "
+                          "by the benchmark")
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--max-tokens", type=at_least(1), default=512)
     parser.add_argument("--optimization-window", default=DEFAULT_WINDOW,
@@ -215,8 +213,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     refuse_missing_cuda(parser, args.device)
-    if args.fp16 and args.device != "cuda":
-        parser.error("--fp16 needs --device cuda")
+    check_precision(parser, args)
     try:
         args.window = parse_window(args.optimization_window)
     except OptionError as error:
@@ -466,8 +463,7 @@ def main(argv=None):
     embed, ffn, heads, layers = SIZES[args.size]
     threads = f", {torch.get_num_threads()} threads" if args.device == "cpu" else ""
     gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""
-    precision = "fp16" if args.fp16 else "bfloat16 autocast" if args.amp_bf16 else "fp32"
-    print(f"device {args.device}{gpu}{threads}, {precision}; torch {torch.__version__}, fairseq {fairseq.__version__}")
+    print(f"device {args.device}{gpu}{threads}, {precision_name(args)}; torch {torch.__version__}, fairseq {fairseq.__version__}")
     documents = args.data or f"{args.documents} synthetic documents"
     print(f"model {embed}/{ffn}, {heads} heads, {layers}+{layers} layers ({args.size}); "
           f"{documents}; --max-tokens {args.max_tokens}; lanes: --optimization-window "
